@@ -1,0 +1,713 @@
+"""How close a synthetic table is to its source: metrics (JSON-able) and a self-contained HTML report.
+
+Every column is binned with bins taken from the ORIGINAL column (quantile bins for numbers, times and
+timestamps; the most frequent categories for strings and booleans), both frames are counted in those bins,
+and the distance of the two distributions is their total variation distance (TVD: half the sum of absolute
+share differences; 0 = identical, 1 = disjoint), for every column (1-dim) and every column pair (2-dim).
+Pearson correlations of the columns with a numeric encoding (booleans, numbers, times, timestamps) are
+compared as mean |difference|.
+
+The report is itself something a reader sees, so it follows the project's privacy rules:
+- it holds shares rounded to 0.1 %, never counts of source rows, and the row ratio rounded to 1 %, so the
+  exact source row count cannot be computed back from it;
+- bin edges are rounded to about 1 % of the column's interdecile spread and the outer bins are open, so the
+  minimum and maximum (often a single person's value) never appear;
+- a bin or category holding fewer than `rare_threshold` source rows is never shown on its own: numeric bins
+  merge with a neighbour, rare categories (and rare nulls) go to one "other (rare)" bin.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import html
+import io
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+DEFAULT_BINS = 10
+DEFAULT_RARE_THRESHOLD = 10
+DEFAULT_MAX_CATEGORIES = 20
+METRICS_SCHEMA_VERSION = 1
+
+_SHARE_DECIMALS = 3
+_METRIC_DECIMALS = 4
+_RATIO_DECIMALS = 2
+_OTHER_LABEL = "other (rare)"
+_NULL_LABEL = "null"
+_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
+
+# Kinds as the report bins them (coarser than syndiffix_core's ColumnKind: only the binning differs).
+BOOLEAN, NUMBER, TIMESTAMP, DATE, TIME, STRING = "boolean", "number", "timestamp", "date", "time", "string"
+
+
+@dataclass(frozen=True)
+class ReportSection:
+    """An extra part of the HTML report (e.g. a risk histogram or DP metrics), placed after the built-in ones.
+
+    `html` is trusted markup produced by the caller; escape any data in it with `html.escape`.
+    """
+
+    title: str
+    html: str
+
+
+# --------------------------------------------------------------------------------------------- metrics
+
+
+def compute_quality(
+    original: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    *,
+    bins: int = DEFAULT_BINS,
+    rare_threshold: int = DEFAULT_RARE_THRESHOLD,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
+) -> dict[str, Any]:
+    """Compare `synthetic` with `original` on the columns both hold (AID columns, absent from the synthetic
+    output, are left out). Returns a JSON-able dict; distances are None where a side has no rows."""
+    if bins < 1 or rare_threshold < 1 or max_categories < 1:
+        raise ValueError("bins, rare_threshold and max_categories must be at least 1")
+    shared = [name for name in synthetic.columns if name in original.columns]
+    binned = [
+        _bin_column(name, original[name], synthetic[name], bins, rare_threshold, max_categories)
+        for name in shared
+    ]
+    comparable = len(original) > 0 and len(synthetic) > 0
+
+    column_details: dict[str, Any] = {}
+    tvd_1dim = []
+    for column in binned:
+        original_share = column.shares(column.original_codes)
+        synthetic_share = column.shares(column.synthetic_codes)
+        tvd = _tvd(original_share, synthetic_share) if comparable else None
+        if tvd is not None:
+            tvd_1dim.append(tvd)
+        column_details[column.name] = {
+            "kind": column.kind,
+            "tvd": _round(tvd, _METRIC_DECIMALS),
+            "bins": column.labels,
+            "original_share": [_round(share, _SHARE_DECIMALS) for share in original_share],
+            "synthetic_share": [_round(share, _SHARE_DECIMALS) for share in synthetic_share],
+        }
+
+    correlation = _correlations(binned)
+    pairs = []
+    tvd_2dim = []
+    corr_diffs = []
+    for i, j in zip(*np.triu_indices(len(binned), k=1), strict=True):
+        first, second = binned[i], binned[j]
+        tvd = _pair_tvd(first, second) if comparable else None
+        corr_diff = correlation.abs_diff(first.name, second.name)
+        if tvd is not None:
+            tvd_2dim.append(tvd)
+        if corr_diff is not None:
+            corr_diffs.append(corr_diff)
+        pairs.append(
+            {
+                "columns": [first.name, second.name],
+                "tvd": _round(tvd, _METRIC_DECIMALS),
+                "corr_abs_diff": _round(corr_diff, _METRIC_DECIMALS),
+            }
+        )
+
+    return {
+        "schema_version": METRICS_SCHEMA_VERSION,
+        "synthetic_rows": len(synthetic),
+        "row_ratio": _round(len(synthetic) / len(original), _RATIO_DECIMALS) if len(original) else None,
+        "columns_compared": len(binned),
+        "tvd_1dim_mean": _round(_mean(tvd_1dim), _METRIC_DECIMALS),
+        "tvd_1dim_max": _round(max(tvd_1dim, default=None), _METRIC_DECIMALS),
+        "tvd_2dim_mean": _round(_mean(tvd_2dim), _METRIC_DECIMALS),
+        "tvd_2dim_max": _round(max(tvd_2dim, default=None), _METRIC_DECIMALS),
+        "corr_abs_diff_mean": _round(_mean(corr_diffs), _METRIC_DECIMALS),
+        "corr_abs_diff_max": _round(max(corr_diffs, default=None), _METRIC_DECIMALS),
+        "columns": column_details,
+        "pairs": pairs,
+        "correlation": correlation.as_dict(),
+        "not_compared": {
+            "only_in_original": [str(name) for name in original.columns if name not in synthetic.columns],
+            "only_in_synthetic": [str(name) for name in synthetic.columns if name not in original.columns],
+        },
+        "settings": {"bins": bins, "rare_threshold": rare_threshold, "max_categories": max_categories},
+    }
+
+
+@dataclass
+class _BinnedColumn:
+    name: str
+    kind: str
+    labels: list[str]
+    original_codes: np.ndarray  # int bin index per original row
+    synthetic_codes: np.ndarray
+    original_values: np.ndarray | None  # float64 numeric encoding (NaN = null), None for strings
+    synthetic_values: np.ndarray | None
+
+    def shares(self, codes: np.ndarray) -> np.ndarray:
+        counts = np.bincount(codes, minlength=len(self.labels)).astype(np.float64)
+        return counts / codes.size if codes.size else counts
+
+
+def _tvd(first: np.ndarray, second: np.ndarray) -> float:
+    return float(0.5 * np.abs(first - second).sum())
+
+
+def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn) -> float:
+    width = len(second.labels)
+    cells = len(first.labels) * width
+    original = np.bincount(first.original_codes * width + second.original_codes, minlength=cells)
+    synthetic = np.bincount(first.synthetic_codes * width + second.synthetic_codes, minlength=cells)
+    return _tvd(original / original.sum(), synthetic / synthetic.sum())
+
+
+def _report_kind(series: pd.Series) -> str:
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return BOOLEAN
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return TIMESTAMP
+    if pd.api.types.is_numeric_dtype(dtype):
+        return NUMBER
+    inferred = pd.api.types.infer_dtype(series, skipna=True)
+    if inferred == "boolean":
+        return BOOLEAN
+    if inferred in {"integer", "floating", "mixed-integer-float", "decimal"}:
+        return NUMBER
+    if inferred in {"datetime", "datetime64"}:
+        return TIMESTAMP
+    if inferred == "date":
+        return DATE
+    if inferred == "time":
+        return TIME
+    return STRING
+
+
+def _as_float(series: pd.Series, kind: str) -> np.ndarray:
+    """Numeric encoding: booleans 0/1, numbers as is, timestamps/dates as Unix seconds, times as seconds since
+    midnight; anything that does not parse (e.g. a string in a synthetic number column) counts as null."""
+    if kind == BOOLEAN:
+        numbers = pd.to_numeric(series.astype(object).map({True: 1.0, False: 0.0}), errors="coerce")
+        return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+    if kind == NUMBER:
+        return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    if kind in {TIMESTAMP, DATE}:
+        stamps = pd.to_datetime(series, utc=True, errors="coerce")
+        return ((stamps - _EPOCH) / pd.Timedelta(seconds=1)).to_numpy(dtype=np.float64, na_value=np.nan)
+    if kind == TIME:
+        present = series.notna()
+        seconds = np.full(len(series), np.nan)
+        deltas = pd.to_timedelta(series[present].astype(str), errors="coerce")
+        seconds[present.to_numpy()] = (deltas / pd.Timedelta(seconds=1)).to_numpy(
+            dtype=np.float64, na_value=np.nan
+        )
+        return seconds
+    raise ValueError(f"no numeric encoding for kind {kind!r}")
+
+
+def _bin_column(
+    name: str, original: pd.Series, synthetic: pd.Series, bins: int, rare_threshold: int, max_categories: int
+) -> _BinnedColumn:
+    kind = _report_kind(original)
+    if kind == STRING:
+        original_values = synthetic_values = None
+        labels, original_codes, synthetic_codes = _categorical_bins(
+            original.astype(object), synthetic.astype(object), kind, rare_threshold, max_categories
+        )
+    else:
+        original_values, synthetic_values = _as_float(original, kind), _as_float(synthetic, kind)
+        if kind == BOOLEAN:
+            labels, original_codes, synthetic_codes = _categorical_bins(
+                pd.Series(original_values), pd.Series(synthetic_values), kind, rare_threshold, max_categories
+            )
+        else:
+            labels, original_codes, synthetic_codes = _quantile_bins(
+                original_values, synthetic_values, kind, bins, rare_threshold
+            )
+    return _BinnedColumn(
+        name=str(name),
+        kind=kind,
+        labels=labels,
+        original_codes=original_codes,
+        synthetic_codes=synthetic_codes,
+        original_values=original_values,
+        synthetic_values=synthetic_values,
+    )
+
+
+def _categorical_bins(
+    original: pd.Series, synthetic: pd.Series, kind: str, rare_threshold: int, max_categories: int
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    counts = original.value_counts(dropna=True)
+    # Most frequent first, ties by value, so the bins do not depend on row order.
+    frequent = sorted(
+        ((value, count) for value, count in counts.items() if count >= rare_threshold),
+        key=lambda item: (-item[1], str(item[0])),
+    )[:max_categories]
+    categories = pd.Index([value for value, _ in frequent], dtype=object)
+    if kind == BOOLEAN:
+        labels = ["true" if value == 1.0 else "false" for value in categories]
+    else:
+        labels = [str(value) for value in categories]
+
+    null_is_frequent = int(original.isna().sum()) >= rare_threshold
+    null_code = len(labels)
+    other_code = null_code + 1
+
+    def codes_of(series: pd.Series) -> np.ndarray:
+        codes = categories.get_indexer(series.to_numpy(dtype=object))
+        nulls = series.isna().to_numpy()
+        codes[codes < 0] = other_code
+        codes[nulls] = null_code if null_is_frequent else other_code
+        return codes
+
+    original_codes, synthetic_codes = codes_of(original), codes_of(synthetic)
+    return _compact(labels + [_NULL_LABEL, _OTHER_LABEL], original_codes, synthetic_codes)
+
+
+def _quantile_bins(
+    original: np.ndarray, synthetic: np.ndarray, kind: str, bins: int, rare_threshold: int
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    present = original[~np.isnan(original)]
+    if present.size:
+        quantiles = np.quantile(present, np.linspace(0.0, 1.0, bins + 1)[1:-1])
+        step = _rounding_step(present, kind)
+        edges = np.unique(np.round(quantiles / step) * step)
+    else:
+        step = 1.0
+        edges = np.empty(0)
+    edges = _merge_rare_bins(edges, present, rare_threshold)
+
+    value_labels = _interval_labels(edges, kind, step)
+    null_is_frequent = int(np.isnan(original).sum()) >= rare_threshold
+    null_code = len(value_labels)
+    other_code = null_code + 1
+
+    def codes_of(values: np.ndarray) -> np.ndarray:
+        codes = np.searchsorted(edges, values, side="right")
+        codes[np.isnan(values)] = null_code if null_is_frequent else other_code
+        return codes
+
+    return _compact(value_labels + [_NULL_LABEL, _OTHER_LABEL], codes_of(original), codes_of(synthetic))
+
+
+def _merge_rare_bins(edges: np.ndarray, values: np.ndarray, rare_threshold: int) -> np.ndarray:
+    """Drop edges until every bin holds at least `rare_threshold` source rows (or only one bin is left)."""
+    edges = list(edges)
+    counts = list(np.bincount(np.searchsorted(edges, values, side="right"), minlength=len(edges) + 1))
+    while edges and min(counts) < rare_threshold:
+        rare = int(np.argmin(counts))
+        if rare == 0:
+            neighbour = 1
+        elif rare == len(counts) - 1:
+            neighbour = rare - 1
+        else:
+            neighbour = rare - 1 if counts[rare - 1] <= counts[rare + 1] else rare + 1
+        low = min(rare, neighbour)
+        counts[low : low + 2] = [counts[low] + counts[low + 1]]
+        del edges[low]
+    return np.asarray(edges, dtype=np.float64)
+
+
+def _compact(labels: list[str], original: np.ndarray, synthetic: np.ndarray):
+    """Keep the value bins, and the null/other bins only when either side has rows in them."""
+    used = np.zeros(len(labels), dtype=bool)
+    used[: len(labels) - 2] = True
+    used |= np.bincount(original, minlength=len(labels)) > 0
+    used |= np.bincount(synthetic, minlength=len(labels)) > 0
+    new_code = np.cumsum(used) - 1
+    return (
+        [label for label, keep in zip(labels, used, strict=True) if keep],
+        new_code[original],
+        new_code[synthetic],
+    )
+
+
+def _rounding_step(values: np.ndarray, kind: str) -> float:
+    """About 1 % of the interdecile spread, as a round unit, so edges say little about single rows."""
+    low, high = np.quantile(values, [0.1, 0.9])
+    spread = float(high - low) or abs(float(np.median(values))) or 1.0
+    raw = spread / 100.0
+    if kind in {TIMESTAMP, DATE, TIME}:
+        units = [1.0, 60.0, 3600.0] + ([86400.0] if kind != TIME else [])
+        if kind == DATE:
+            units = [86400.0]
+        fitting = [unit for unit in units if unit <= raw]
+        return fitting[-1] if fitting else units[0]
+    step = 10.0 ** math.floor(math.log10(raw))
+    if np.all(values == np.round(values)):
+        step = max(step, 1.0)
+    return step
+
+
+def _interval_labels(edges: np.ndarray, kind: str, step: float) -> list[str]:
+    if edges.size == 0:
+        return ["all values"]
+    text = [_format_edge(edge, kind, step) for edge in edges]
+    labels = [f"< {text[0]}"]
+    labels += [f"{low} – {high}" for low, high in zip(text[:-1], text[1:], strict=True)]
+    labels.append(f"≥ {text[-1]}")
+    return labels
+
+
+def _format_edge(value: float, kind: str, step: float) -> str:
+    if kind in {TIMESTAMP, DATE}:
+        stamp = pd.Timestamp(value, unit="s")
+        if step >= 86400:
+            return stamp.strftime("%Y-%m-%d")
+        return stamp.strftime("%Y-%m-%d %H:%M" if step >= 60 else "%Y-%m-%d %H:%M:%S")
+    if kind == TIME:
+        seconds = int(round(value))
+        clock = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}"
+        return clock if step >= 60 else f"{clock}:{seconds % 60:02d}"
+    decimals = max(0, -math.floor(math.log10(step)))
+    return f"{value:,.{decimals}f}"
+
+
+@dataclass
+class _Correlations:
+    columns: list[str]
+    original: np.ndarray
+    synthetic: np.ndarray
+
+    def abs_diff(self, first: str, second: str) -> float | None:
+        if first not in self.columns or second not in self.columns:
+            return None
+        i, j = self.columns.index(first), self.columns.index(second)
+        diff = abs(self.original[i, j] - self.synthetic[i, j])
+        return None if np.isnan(diff) else float(diff)
+
+    def as_dict(self) -> dict[str, Any]:
+        def matrix(values: np.ndarray) -> list[list[float | None]]:
+            return [[_round(value, _SHARE_DECIMALS) for value in row] for row in values]
+
+        return {
+            "columns": self.columns,
+            "original": matrix(self.original),
+            "synthetic": matrix(self.synthetic),
+        }
+
+
+def _correlations(binned: Sequence[_BinnedColumn]) -> _Correlations:
+    numeric = [column for column in binned if column.original_values is not None]
+    return _Correlations(
+        [column.name for column in numeric],
+        _pairwise_pearson([column.original_values for column in numeric]),
+        _pairwise_pearson([column.synthetic_values for column in numeric]),
+    )
+
+
+def _pairwise_pearson(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """Pearson correlation of every column pair over the rows where both are present, as a few matrix
+    products (pandas' pairwise loop is ~50x slower on wide frames). Columns are centred and scaled first so
+    that sums of squares of large values (timestamps in seconds) do not cancel catastrophically."""
+    if not columns:
+        return np.empty((0, 0))
+    values = np.column_stack(columns)
+    present = ~np.isnan(values)
+    weights = present.astype(np.float64)
+    counts = present.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = values - np.nansum(values, axis=0) / counts
+        scale = np.sqrt(np.nansum(centred**2, axis=0) / counts)
+        centred = np.where(present, centred / np.where(scale > 0, scale, 1.0), 0.0)
+        pairs = weights.T @ weights  # rows where both columns are present
+        sums = centred.T @ weights  # [i, j]: sum of column i over the rows where j is present too
+        squares = (centred**2).T @ weights
+        products = centred.T @ centred
+        covariance = products - sums * sums.T / pairs
+        variance_i = squares - sums**2 / pairs
+        correlation = covariance / np.sqrt(variance_i * variance_i.T)
+    correlation[(pairs < 2) | ~np.isfinite(correlation)] = np.nan
+    return np.clip(correlation, -1.0, 1.0)
+
+
+def _round(value: float | None, decimals: int) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), decimals)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+# ------------------------------------------------------------------------------------------------ HTML
+
+
+def report_file_stem(table_name: str) -> str:
+    """A file-system-safe, collision-free stem for a table name (which may hold dots, quotes, spaces)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", table_name).strip("._") or "table"
+    if stem != table_name:
+        stem = f"{stem}-{hashlib.sha256(table_name.encode()).hexdigest()[:8]}"
+    return stem
+
+
+def write_html_report(
+    directory: str | Path,
+    *,
+    table_name: str,
+    original: pd.DataFrame | None,
+    synthetic: pd.DataFrame,
+    metrics: Mapping[str, Any] | None,
+    sections: Iterable[ReportSection | tuple[str, str]] = (),
+) -> Path:
+    """Write `<table>.html` (plots embedded) and `<table>.metrics.json` into `directory`; return the HTML path.
+
+    The report is drawn from `metrics` only (shares of privacy-safe bins), never from raw rows, so it shows
+    no row of either frame; the frames are only needed when `metrics` is None, to compute them.
+    """
+    if metrics is None:
+        if original is None:
+            raise ValueError("write_html_report needs either metrics or the original frame")
+        metrics = compute_quality(original, synthetic)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    stem = report_file_stem(table_name)
+    generated_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
+
+    metrics_path = directory / f"{stem}.metrics.json"
+    payload = {"table": table_name, "generated_at": generated_at, "metrics": metrics}
+    metrics_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
+
+    extra = [
+        section if isinstance(section, ReportSection) else ReportSection(*section) for section in sections
+    ]
+    body = [
+        _summary_section(metrics),
+        _privacy_section(metrics),
+        _columns_section(metrics),
+        _correlation_section(metrics),
+        _pairs_section(metrics),
+        *extra,
+    ]
+    page = _PAGE.format(
+        title=html.escape(f"Synthetic data quality: {table_name}"),
+        table=html.escape(table_name),
+        generated_at=html.escape(generated_at),
+        metrics_file=html.escape(metrics_path.name),
+        style=_STYLE,
+        body="\n".join(_render_section(section) for section in body),
+    )
+    html_path = directory / f"{stem}.html"
+    html_path.write_text(page, encoding="utf-8")
+    return html_path
+
+
+def write_report_index(directory: str | Path) -> Path:
+    """Write `index.html` in `directory`, linking every report there with its headline metrics."""
+    directory = Path(directory)
+    rows = []
+    for metrics_path in sorted(directory.glob("*.metrics.json")):
+        payload = json.loads(metrics_path.read_text(encoding="utf-8"))
+        metrics = payload.get("metrics", {})
+        report_name = metrics_path.name.removesuffix(".metrics.json") + ".html"
+        rows.append(
+            "<tr>"
+            f'<td><a href="{html.escape(report_name)}">{html.escape(str(payload.get("table", report_name)))}</a></td>'
+            f"<td>{_fmt(metrics.get('tvd_1dim_mean'))}</td><td>{_fmt(metrics.get('tvd_2dim_mean'))}</td>"
+            f"<td>{_fmt(metrics.get('corr_abs_diff_mean'))}</td><td>{_fmt(metrics.get('row_ratio'), 2)}</td>"
+            f"<td>{html.escape(str(payload.get('generated_at', '')))}</td>"
+            "</tr>"
+        )
+    table = (
+        "<table><tr><th>table</th><th>mean 1-dim TVD</th><th>mean 2-dim TVD</th>"
+        "<th>mean |corr diff|</th><th>row ratio</th><th>generated (UTC)</th></tr>"
+        + "".join(rows)
+        + "</table>"
+        if rows
+        else "<p>No reports yet.</p>"
+    )
+    page = _PAGE.format(
+        title="Synthetic data quality reports",
+        table="all tables",
+        generated_at=html.escape(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()),
+        metrics_file="*.metrics.json",
+        style=_STYLE,
+        body=_render_section(ReportSection("Reports", table + _HOW_TO_READ)),
+    )
+    index_path = directory / "index.html"
+    index_path.write_text(page, encoding="utf-8")
+    return index_path
+
+
+def figure_to_img_tag(figure: Figure, alt: str, *, tight: bool = True) -> str:
+    """Render a matplotlib Figure (created without pyplot, so no global backend state) as an embedded PNG.
+
+    `tight=False` keeps the figure's own margins: twice as fast, for the many small per-column plots."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80, bbox_inches="tight" if tight else None)
+    encoded = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
+
+
+def _render_section(section: ReportSection) -> str:
+    return f"<section><h2>{html.escape(section.title)}</h2>\n{section.html}\n</section>"
+
+
+def _fmt(value: Any, decimals: int = 3) -> str:
+    return "–" if value is None else f"{value:.{decimals}f}"
+
+
+def _summary_section(metrics: Mapping[str, Any]) -> ReportSection:
+    rows = [
+        ("columns compared", str(metrics["columns_compared"])),
+        ("synthetic rows", f"{metrics['synthetic_rows']:,}"),
+        ("row ratio (synthetic / source, rounded)", _fmt(metrics["row_ratio"], 2)),
+        ("mean / max 1-dim TVD", f"{_fmt(metrics['tvd_1dim_mean'])} / {_fmt(metrics['tvd_1dim_max'])}"),
+        ("mean / max 2-dim TVD", f"{_fmt(metrics['tvd_2dim_mean'])} / {_fmt(metrics['tvd_2dim_max'])}"),
+        (
+            "mean / max |correlation difference|",
+            f"{_fmt(metrics['corr_abs_diff_mean'])} / {_fmt(metrics['corr_abs_diff_max'])}",
+        ),
+    ]
+    not_compared = metrics["not_compared"]["only_in_original"]
+    if not_compared:
+        rows.append(("source columns not in the output (AID or dropped)", ", ".join(not_compared)))
+    table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)
+    return ReportSection("Summary", f"<table>{table}</table>{_HOW_TO_READ}")
+
+
+def _privacy_section(metrics: Mapping[str, Any]) -> ReportSection:
+    threshold = metrics["settings"]["rare_threshold"]
+    return ReportSection(
+        "What this report does not show",
+        "<p>This report shows shares (rounded to 0.1 %), never counts of source rows; the row ratio is "
+        "rounded to 1 %. Numeric bins come from source quantiles rounded to about 1 % of the column's spread, "
+        "and the outer bins are open, so no minimum or maximum appears. Categories (and nulls) held by fewer "
+        f"than {threshold} source rows are never shown by name: they are counted together in "
+        f"&ldquo;{html.escape(_OTHER_LABEL)}&rdquo;, and numeric bins with fewer than {threshold} source rows "
+        "are merged with a neighbour.</p>",
+    )
+
+
+def _columns_section(metrics: Mapping[str, Any]) -> ReportSection:
+    parts = []
+    for name, column in metrics["columns"].items():
+        figure = _distribution_figure(name, column)
+        parts.append(
+            f'<figure class="column"><figcaption>{html.escape(name)} '
+            f'<span class="kind">{html.escape(column["kind"])}</span> TVD {_fmt(column["tvd"])}</figcaption>'
+            f"{figure_to_img_tag(figure, f'distribution of {name}', tight=False)}</figure>"
+        )
+    if not parts:
+        return ReportSection("Columns", "<p>No column is in both the source and the synthetic table.</p>")
+    return ReportSection(
+        "Columns: source vs synthetic shares", '<div class="grid">' + "".join(parts) + "</div>"
+    )
+
+
+def _distribution_figure(name: str, column: Mapping[str, Any]) -> Figure:
+    labels = column["bins"]
+    positions = np.arange(len(labels))
+    original = [share or 0.0 for share in column["original_share"]]
+    synthetic = [share or 0.0 for share in column["synthetic_share"]]
+    figure = Figure(figsize=(max(4.0, 0.45 * len(labels) + 1.5), 3.0))
+    # room for the 45-degree tick labels: about 0.014 of the height per character
+    longest = max(len(_shorten(label)) for label in labels)
+    figure.subplots_adjust(left=0.14, right=0.98, top=0.9, bottom=min(0.5, 0.12 + 0.014 * longest))
+    axes = figure.add_subplot()
+    axes.bar(positions - 0.2, original, width=0.4, label="source", color="#4c72b0")
+    axes.bar(positions + 0.2, synthetic, width=0.4, label="synthetic", color="#dd8452")
+    axes.set_xticks(positions, [_shorten(label) for label in labels], rotation=45, ha="right", fontsize=7)
+    axes.set_ylabel("share of rows")
+    axes.set_title(name, fontsize=9)
+    axes.legend(fontsize=7, frameon=False)
+    return figure
+
+
+def _correlation_section(metrics: Mapping[str, Any]) -> ReportSection:
+    correlation = metrics["correlation"]
+    names = correlation["columns"]
+    if len(names) < 2:
+        return ReportSection(
+            "Correlations",
+            "<p>Fewer than two columns with a numeric encoding: no correlations to compare.</p>",
+        )
+
+    def as_array(matrix: list[list[float | None]]) -> np.ndarray:
+        return np.array([[np.nan if value is None else value for value in row] for row in matrix])
+
+    original, synthetic = as_array(correlation["original"]), as_array(correlation["synthetic"])
+    size = min(4.5, 1.5 + 0.25 * len(names))
+    figure = Figure(figsize=(3 * size + 1.5, size))
+    panels = [
+        ("source", original, "RdBu_r", -1.0),
+        ("synthetic", synthetic, "RdBu_r", -1.0),
+        ("|difference|", np.abs(original - synthetic), "Greys", 0.0),
+    ]
+    show_labels = len(names) <= 30
+    for index, (title, values, colormap, low) in enumerate(panels, start=1):
+        axes = figure.add_subplot(1, 3, index)
+        image = axes.imshow(values, cmap=colormap, vmin=low, vmax=1.0)
+        axes.set_title(title, fontsize=9)
+        ticks = np.arange(len(names)) if show_labels else []
+        tick_labels = [_shorten(name, 14) for name in names] if show_labels else []
+        axes.set_xticks(ticks, tick_labels, rotation=90, fontsize=6)
+        axes.set_yticks(ticks, tick_labels if index == 1 else [], fontsize=6)
+        figure.colorbar(image, ax=axes, shrink=0.7)
+    note = (
+        "<p>Pearson correlations of the columns with a numeric encoding (booleans as 0/1, numbers, times and "
+        "timestamps as seconds); string columns have no meaningful order and are compared by the 2-dim TVD "
+        "instead. Grey cells: undefined (a constant column).</p>"
+    )
+    return ReportSection(
+        "Correlations: source | synthetic | difference", note + figure_to_img_tag(figure, "correlations")
+    )
+
+
+def _pairs_section(metrics: Mapping[str, Any]) -> ReportSection:
+    pairs = [pair for pair in metrics["pairs"] if pair["tvd"] is not None]
+    if not pairs:
+        return ReportSection("Column pairs", "<p>No column pairs to compare.</p>")
+    worst = sorted(pairs, key=lambda pair: pair["tvd"], reverse=True)[:10]
+    rows = "".join(
+        f"<tr><td>{html.escape(pair['columns'][0])}</td><td>{html.escape(pair['columns'][1])}</td>"
+        f"<td>{_fmt(pair['tvd'])}</td><td>{_fmt(pair['corr_abs_diff'])}</td></tr>"
+        for pair in worst
+    )
+    return ReportSection(
+        "Column pairs with the largest 2-dim TVD",
+        "<table><tr><th>column</th><th>column</th><th>2-dim TVD</th><th>|corr diff|</th></tr>"
+        f"{rows}</table><p>All {len(metrics['pairs'])} pairs are in the metrics JSON.</p>",
+    )
+
+
+def _shorten(label: str, width: int = 24) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+_HOW_TO_READ = (
+    '<p class="note">TVD = total variation distance between the source and synthetic shares over bins taken '
+    "from the source column: 0 means identical distributions, 1 means disjoint. 2-dim TVD does the same for "
+    "every pair of columns, so it shows whether relations between columns survived.</p>"
+)
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ddd; padding-bottom: .2em; }
+table { border-collapse: collapse; font-size: .85em; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; }
+.grid { display: flex; flex-wrap: wrap; gap: 1em; }
+figure.column { margin: 0; border: 1px solid #eee; padding: .4em; }
+figcaption { font-size: .85em; font-weight: 600; } .kind { color: #888; font-weight: normal; }
+.note, footer { color: #666; font-size: .85em; } .scroll { overflow-x: auto; }
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{style}</style></head>
+<body>
+<h1>{title}</h1>
+<p class="note">Generated {generated_at} UTC by syndiffix-ops. Metrics: <code>{metrics_file}</code>.</p>
+{body}
+<footer><p>Report for {table}. Self-contained: all plots are embedded.</p></footer>
+</body></html>
+"""

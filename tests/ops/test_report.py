@@ -1,0 +1,229 @@
+"""Quality metrics against hand-computed values, and the HTML report's content and privacy rules."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from syndiffix_ops.report import (
+    ReportSection,
+    compute_quality,
+    report_file_stem,
+    write_html_report,
+    write_report_index,
+)
+
+
+def _mixed_frame(rows: int = 200) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    stamps = pd.Timestamp("2024-01-01", tz="Europe/Berlin") + pd.to_timedelta(
+        rng.integers(0, 10**7, rows), "s"
+    )
+    return pd.DataFrame(
+        {
+            "flag": pd.array(rng.random(rows) < 0.3, dtype="boolean"),
+            "count": pd.array(rng.integers(0, 50, rows), dtype="Int64"),
+            "amount": [decimal.Decimal(f"{value:.2f}") for value in rng.normal(100, 20, rows)],
+            "ratio": rng.random(rows),
+            "stamp": stamps,
+            "day": [dt.date(2024, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 300, rows)],
+            "clock": [
+                dt.time(int(h), int(m))
+                for h, m in zip(rng.integers(0, 24, rows), rng.integers(0, 60, rows), strict=True)
+            ],
+            "city": pd.Categorical(rng.choice(["Oslo", "Rome", "Lima"], rows)),
+            "name": rng.choice(["ann", "bob", "cy"], rows).astype(object),
+        }
+    )
+
+
+def test_identical_frames_have_zero_distances_and_ratio_one():
+    frame = _mixed_frame()
+    metrics = compute_quality(frame, frame.copy())
+    assert metrics["columns_compared"] == 9
+    assert metrics["tvd_1dim_max"] == 0.0
+    assert metrics["tvd_2dim_max"] == 0.0
+    assert metrics["corr_abs_diff_max"] == 0.0
+    assert metrics["row_ratio"] == 1.0
+    kinds = {name: column["kind"] for name, column in metrics["columns"].items()}
+    assert kinds == {
+        "flag": "boolean",
+        "count": "number",
+        "amount": "number",
+        "ratio": "number",
+        "stamp": "timestamp",
+        "day": "date",
+        "clock": "time",
+        "city": "string",
+        "name": "string",
+    }
+    # strings have no meaningful order, so only the numeric encodings are correlated
+    assert metrics["correlation"]["columns"] == ["flag", "count", "amount", "ratio", "stamp", "day", "clock"]
+    json.dumps(metrics, allow_nan=False)  # JSON-able, no NaN
+
+
+def test_disjoint_categories_have_distance_one():
+    original = pd.DataFrame({"colour": ["red"] * 20 + ["blue"] * 20})
+    synthetic = pd.DataFrame({"colour": ["green"] * 40})
+    metrics = compute_quality(original, synthetic)
+    assert metrics["columns"]["colour"]["tvd"] == 1.0
+    assert metrics["columns"]["colour"]["bins"] == ["blue", "red", "other (rare)"]  # ties by value
+    assert metrics["columns"]["colour"]["synthetic_share"] == [0.0, 0.0, 1.0]
+
+
+def test_numeric_distance_uses_rounded_quantile_bins_of_the_original():
+    # 0..99 in 4 quantile bins: edges 24.75, 49.5, 74.25 rounded to whole numbers (integer column): 25, 50, 74
+    # -> bins of 25, 25, 24, 26 source rows. The synthetic half at 10, half at 80: shares .5, 0, 0, .5.
+    original = pd.DataFrame({"x": np.arange(100)})
+    synthetic = pd.DataFrame({"x": np.repeat([10, 80], 50)})
+    metrics = compute_quality(original, synthetic, bins=4)
+    column = metrics["columns"]["x"]
+    assert column["bins"] == ["< 25", "25 – 50", "50 – 74", "≥ 74"]
+    assert column["original_share"] == [0.25, 0.25, 0.24, 0.26]
+    assert column["synthetic_share"] == [0.5, 0.0, 0.0, 0.5]
+    assert column["tvd"] == pytest.approx(0.5 * (0.25 + 0.25 + 0.24 + 0.24))
+
+
+def test_two_dim_distance_sees_a_broken_relation_that_marginals_miss():
+    same = ["a"] * 50 + ["b"] * 50
+    original = pd.DataFrame({"x": same, "y": same})
+    synthetic = pd.DataFrame({"x": same, "y": same[::-1]})
+    metrics = compute_quality(original, synthetic)
+    assert metrics["tvd_1dim_max"] == 0.0
+    assert metrics["pairs"] == [{"columns": ["x", "y"], "tvd": 1.0, "corr_abs_diff": None}]
+    assert metrics["tvd_2dim_mean"] == 1.0
+
+
+def test_correlation_difference_of_a_reversed_relation_is_two():
+    x = np.arange(100, dtype=float)
+    original = pd.DataFrame({"x": x, "y": x})
+    synthetic = pd.DataFrame({"x": x, "y": x[::-1].copy()})
+    metrics = compute_quality(original, synthetic)
+    assert metrics["tvd_1dim_max"] == 0.0
+    assert metrics["corr_abs_diff_mean"] == pytest.approx(2.0)
+    assert metrics["correlation"]["original"] == [[1.0, 1.0], [1.0, 1.0]]
+    assert metrics["correlation"]["synthetic"] == [[1.0, -1.0], [-1.0, 1.0]]
+
+
+def test_correlation_uses_rows_where_both_columns_are_present():
+    x = np.arange(20, dtype=float)
+    y = 2 * x
+    y[[3, 7]] = np.nan
+    x[11] = np.nan
+    frame = pd.DataFrame({"x": x, "y": y})
+    expected = frame.corr().loc["x", "y"]  # pandas' pairwise-complete Pearson
+    metrics = compute_quality(frame, frame)
+    assert metrics["correlation"]["original"][0][1] == pytest.approx(expected, abs=1e-3)
+
+
+def test_row_ratio_is_rounded_so_the_source_count_cannot_be_computed_back():
+    original = pd.DataFrame({"x": np.arange(1003)})
+    metrics = compute_quality(original, original.head(337))
+    assert metrics["row_ratio"] == 0.34  # 337 / 1003 = 0.33599...
+    assert metrics["synthetic_rows"] == 337
+    assert "1003" not in json.dumps(metrics)
+
+
+def test_empty_synthetic_table_has_no_distances():
+    original = pd.DataFrame({"x": np.arange(30), "s": ["k"] * 30})
+    metrics = compute_quality(original, original.head(0))
+    assert metrics["row_ratio"] == 0.0
+    assert metrics["tvd_1dim_mean"] is None
+    assert metrics["tvd_2dim_mean"] is None
+    json.dumps(metrics, allow_nan=False)
+
+
+def test_aid_columns_missing_from_the_output_are_listed_not_compared():
+    original = pd.DataFrame({"person": np.arange(40), "age": np.arange(40) % 7})
+    synthetic = pd.DataFrame({"age": np.arange(40) % 7})
+    metrics = compute_quality(original, synthetic)
+    assert list(metrics["columns"]) == ["age"]
+    assert metrics["not_compared"] == {"only_in_original": ["person"], "only_in_synthetic": []}
+
+
+def test_rare_categories_nulls_and_bins_are_merged_not_shown():
+    original = pd.DataFrame(
+        {
+            "name": ["common"] * 40 + ["Zebulon Quartermaine"] * 3 + [None] * 2,
+            "salary": list(range(1000, 1044)) + [987654321],
+        }
+    )
+    metrics = compute_quality(original, original.copy(), rare_threshold=10)
+    name = metrics["columns"]["name"]
+    assert name["bins"] == ["common", "other (rare)"]  # the rare value and the 2 rare nulls go together
+    assert name["original_share"] == [round(40 / 45, 3), round(5 / 45, 3)]
+    salary = metrics["columns"]["salary"]
+    assert all(share >= round(10 / 45, 3) for share in salary["original_share"])  # every bin >= 10 rows
+    text = json.dumps(metrics)
+    assert "Zebulon" not in text and "987" not in text
+    assert "1000" not in text and "1043" not in text  # minimum and maximum of the ordinary values too
+
+
+def test_report_has_a_plot_per_column_the_heat_maps_and_extra_sections(tmp_path):
+    frame = _mixed_frame()
+    synthetic = frame.sample(frac=0.8, random_state=3)
+    metrics = compute_quality(frame, synthetic)
+    path = write_html_report(
+        tmp_path / "reports",
+        table_name="public.orders",
+        original=frame,
+        synthetic=synthetic,
+        metrics=metrics,
+        sections=[ReportSection("Risk histogram", "<p>risk-marker</p>"), ("DP budget", "<p>dp-marker</p>")],
+    )
+    page = path.read_text(encoding="utf-8")
+    for name in frame.columns:
+        assert f'alt="distribution of {name}"' in page
+    assert page.count('alt="distribution of ') == len(frame.columns)
+    assert 'alt="correlations"' in page
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == len(frame.columns) + 1
+    assert all(base64.b64decode(image).startswith(b"\x89PNG") for image in images)
+    assert "<h2>Risk histogram</h2>" in page and "risk-marker" in page and "dp-marker" in page
+    assert "What this report does not show" in page
+    saved = json.loads((path.parent / "public.orders.metrics.json").read_text(encoding="utf-8"))
+    assert saved["table"] == "public.orders"
+    assert saved["metrics"] == json.loads(json.dumps(metrics))
+
+
+def test_rare_source_values_never_reach_the_html(tmp_path):
+    rng = np.random.default_rng(1)
+    original = pd.DataFrame(
+        {
+            "diagnosis": ["flu"] * 60 + ["cold"] * 35 + ["Rarissima syndrome"] * 2,
+            "income": np.r_[rng.normal(50_000, 5_000, 96), 31_415_926.0],
+        }
+    )
+    # worst case: the "synthetic" table repeats the rare rows verbatim
+    path = write_html_report(
+        tmp_path, table_name="patients", original=original, synthetic=original, metrics=None
+    )
+    page = path.read_text(encoding="utf-8")
+    metrics_text = (tmp_path / "patients.metrics.json").read_text(encoding="utf-8")
+    for text in (page, metrics_text):
+        assert "Rarissima" not in text
+        assert "31415926" not in text and "31,415,926" not in text and "3.14159" not in text
+    assert "flu" in metrics_text and "cold" in metrics_text
+
+
+def test_report_file_names_are_safe_and_distinct():
+    assert report_file_stem("flights") == "flights"
+    awkward = ['sales."Q1; drop"', "sales/Q1 drop", "ünïcode table"]
+    stems = [report_file_stem(name) for name in awkward]
+    assert len(set(stems)) == len(stems)
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+", stem) for stem in stems)
+
+
+def test_index_links_every_report(tmp_path):
+    frame = pd.DataFrame({"x": np.arange(50) % 5})
+    for table in ("alpha", "beta"):
+        write_html_report(tmp_path, table_name=table, original=frame, synthetic=frame, metrics=None)
+    page = write_report_index(tmp_path).read_text(encoding="utf-8")
+    assert 'href="alpha.html"' in page and 'href="beta.html"' in page
