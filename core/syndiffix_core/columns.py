@@ -1,0 +1,945 @@
+"""Column kinds and casting: pandas columns <-> float64 arrays for the engines, and back.
+
+Every engine works on float64 columns where NaN means null. A `ColumnCodec` is fitted once per input
+column; `encode` turns the column into that float64 form and `decode` turns engine output (floats,
+possibly in between the original values) back into a Series of exactly the input dtype.
+
+Casting (the SynDiffix "casting to real"): boolean -> 0/1; integer -> its value; real -> its value;
+string -> index in the sorted list of distinct non-null strings (code-point order); timestamp ->
+seconds since 1800-01-01 00:00:00 UTC. There is no min-max normalization here: engines see values in
+their natural units. See docs/columns.md for the decisions (NaN/inf, rounding, precision limits).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype
+
+from syndiffix_core.errors import InvalidInputError, UnsupportedColumnError
+
+__all__ = [
+    "EPOCH_1800_OFFSET_SECONDS",
+    "BooleanCodec",
+    "ColumnCodec",
+    "ColumnKind",
+    "DateCodec",
+    "DecimalCodec",
+    "IntegerCodec",
+    "RealCodec",
+    "StringCodec",
+    "TimeCodec",
+    "TimestampCodec",
+    "UnsupportedColumnError",
+    "codec_for",
+    "decode_frame",
+    "encode_frame",
+]
+
+
+class ColumnKind(enum.StrEnum):
+    BOOLEAN = "boolean"
+    INTEGER = "integer"
+    REAL = "real"
+    STRING = "string"
+    TIMESTAMP = "timestamp"
+
+
+# 1800-01-01 -> 1970-01-01 is 170 years with 41 leap days (1800 and 1900 are not leap years).
+EPOCH_1800_OFFSET_SECONDS = (170 * 365 + 41) * 86_400
+
+# Number of decimal digits tried when detecting the precision of a real column. Beyond 15 digits a
+# float64 no longer holds every decimal exactly, so "rounding to the precision" would be meaningless.
+_MAX_REAL_DECIMALS = 15
+_PRECISION_SAMPLE = 10_000
+
+_UNITS_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+# Coarsest first; values are in nanoseconds.
+_RESOLUTIONS_NS = (
+    ("day", 86_400 * 10**9),
+    ("hour", 3_600 * 10**9),
+    ("minute", 60 * 10**9),
+    ("second", 10**9),
+    ("millisecond", 10**6),
+    ("microsecond", 10**3),
+    ("nanosecond", 1),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# small helpers
+
+
+def _round_half_away(x: np.ndarray) -> np.ndarray:
+    """Round to the nearest integer, ties away from zero (SQL ROUND), without the x + 0.5 pitfall."""
+    floor = np.floor(x)
+    frac = x - floor
+    return floor + np.where(x >= 0, frac >= 0.5, frac > 0.5)
+
+
+def _row_label(series: pd.Series, position: int) -> Any:
+    return series.index[position]
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _unsupported(series: pd.Series, reason: str, position: int | None = None) -> UnsupportedColumnError:
+    name = series.name
+    if position is None:
+        return UnsupportedColumnError(
+            f"column {name!r} (dtype {series.dtype}): {reason}", column=name, dtype=series.dtype
+        )
+    # numpy scalars print as np.int64(12); messages should show 12.
+    value = _plain(series.iloc[position])
+    row = _plain(_row_label(series, position))
+    return UnsupportedColumnError(
+        f"column {name!r} (dtype {series.dtype}): {reason}; first offending value {value!r} at row {row!r}",
+        column=name,
+        dtype=series.dtype,
+        value=value,
+        row=row,
+    )
+
+
+def _is_object(dtype: Any) -> bool:
+    return isinstance(dtype, np.dtype) and dtype.kind == "O"
+
+
+def _null_mask(series: pd.Series) -> np.ndarray:
+    return np.asarray(series.isna(), dtype=bool)
+
+
+def _floats(series: pd.Series) -> np.ndarray:
+    """float64 copy of a numeric/boolean column, NaN where null."""
+    return series.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _nullable_counterpart(dtype: np.dtype) -> Any:
+    """The pandas masked dtype that can hold nulls for a numpy bool/int dtype."""
+    if dtype.kind == "b":
+        return pd.BooleanDtype()
+    if dtype.kind == "u":
+        return pd.api.types.pandas_dtype("UInt" + dtype.name[4:])
+    return pd.api.types.pandas_dtype("Int" + dtype.name[3:])
+
+
+def _masked_array_type(dtype: Any) -> type | None:
+    if not isinstance(dtype, pd.api.extensions.ExtensionDtype):
+        return None
+    array_type = dtype.construct_array_type()
+    masked = (pd.arrays.BooleanArray, pd.arrays.IntegerArray, pd.arrays.FloatingArray)
+    return array_type if issubclass(array_type, masked) else None
+
+
+def _build_series(values: np.ndarray, null: np.ndarray, dtype: Any, name: Any) -> pd.Series:
+    """Series of `dtype` from plain numpy values (any content where `null`) and a null mask.
+
+    numpy bool/int dtypes cannot hold nulls: if nulls are present the pandas nullable counterpart is
+    used (the engines only emit nulls for columns that had nulls, so this is a safety net).
+    """
+    has_null = bool(null.any())
+    if isinstance(dtype, np.dtype):
+        if _is_object(dtype):
+            out = values.astype(object)
+            out[null] = None
+            return pd.Series(out, name=name, dtype=object)
+        if dtype.kind == "f":
+            out = values.astype(dtype)
+            out[null] = np.nan
+            return pd.Series(out, name=name)
+        if not has_null:
+            return pd.Series(values.astype(dtype), name=name)
+        dtype = _nullable_counterpart(dtype)
+    array_type = _masked_array_type(dtype)
+    if array_type is not None:
+        data = values.astype(dtype.numpy_dtype)
+        return pd.Series(array_type(data, null.copy()), name=name)
+    # Other extension dtypes (e.g. pyarrow-backed): go through a masked array, then let pandas cast.
+    inner = _nullable_counterpart(values.dtype) if values.dtype.kind in "biu" else pd.Float64Dtype()
+    return _build_series(values, null, inner, name).astype(dtype)
+
+
+def _first_position(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _first_value_of_other_type(series: pd.Series, null: np.ndarray) -> int:
+    """Position of the first non-null value whose type differs from the first non-null value's type.
+
+    Only used to build error messages, so a Python loop over the rows is acceptable here.
+    """
+    positions = np.flatnonzero(~null)
+    values = series.to_numpy(dtype=object)
+    first_type = type(values[positions[0]])
+    if first_type not in (str, bool, int, float, decimal.Decimal, dt.date, dt.datetime, dt.time):
+        return int(positions[0])
+    for position in positions:
+        if type(values[position]) is not first_type:
+            return int(position)
+    return int(positions[0])
+
+
+def _check_decodable(values: Any) -> np.ndarray:
+    array = np.asarray(values, dtype=np.float64)
+    if array.ndim != 1:
+        raise InvalidInputError(f"decode expects a 1-dimensional array, got shape {array.shape}")
+    return array
+
+
+# --------------------------------------------------------------------------------------------------
+# codecs
+
+
+class ColumnCodec:
+    """Casts one column to float64 and back. Fitted on the input column by `codec_for`.
+
+    `name` is the column name, `kind` its ColumnKind and `dtype` the input pandas dtype, which `decode`
+    restores exactly.
+    """
+
+    kind: ColumnKind
+
+    def __init__(self, name: Any, dtype: Any) -> None:
+        self.name = name
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, kind={self.kind.value}, dtype={self.dtype})"
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        """float64 array, NaN where null."""
+        raise NotImplementedError
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        """float64 values (NaN = null) -> Series of the input dtype, named like the input column."""
+        raise NotImplementedError
+
+
+class BooleanCodec(ColumnCodec):
+    """bool, nullable `boolean` and object columns of bools + nulls. False -> 0.0, True -> 1.0."""
+
+    kind = ColumnKind.BOOLEAN
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        if _is_object(series.dtype):
+            null = _null_mask(series)
+            values = series.to_numpy(dtype=object)
+            bad = ~null & ~np.isin(values, [True, False])
+            # np.isin compares by ==, which lets 1/0 through; booleans must be real bools.
+            if not bad.any():
+                types = {type(v) for v in pd.unique(values[~null])}
+                if not types <= {bool, np.bool_}:
+                    bad = ~null & np.array([not isinstance(v, bool | np.bool_) for v in values])
+            if bad.any():
+                raise _unsupported(series, "expected only booleans and nulls", _first_position(bad))
+            out = np.full(len(values), np.nan)
+            out[~null] = values[~null].astype(bool)
+            return out
+        return _floats(series)
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        return _build_series(values >= 0.5, null, self.dtype, self.name)
+
+
+class IntegerCodec(ColumnCodec):
+    """Integer columns (numpy int/uint, nullable Int*/UInt*, object of Python ints + nulls).
+
+    Decoding rounds half away from zero and clips to the dtype's range. The same codec serves a float
+    column forced to the INTEGER kind (rounded, float dtype kept) and an integer column forced to REAL.
+    """
+
+    kind = ColumnKind.INTEGER
+
+    def __init__(self, name: Any, dtype: Any, kind: ColumnKind = ColumnKind.INTEGER) -> None:
+        super().__init__(name, dtype)
+        self.kind = kind
+        numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+        if _is_object(numpy_dtype):
+            numpy_dtype = np.dtype(np.int64)
+        self._numpy_dtype = numpy_dtype
+        if numpy_dtype.kind in "iu":
+            info = np.iinfo(numpy_dtype)
+            low, high = float(info.min), float(info.max)
+            # float(2**63 - 1) rounds up to 2**63, which would overflow the cast back.
+            if int(high) > info.max:
+                high = float(np.nextafter(high, -np.inf))
+            self._range = (low, high)
+        else:
+            self._range = (-np.inf, np.inf)
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        if _is_object(series.dtype):
+            null = _null_mask(series)
+            values = series.to_numpy(dtype=object)
+            kind = infer_dtype(values, skipna=True)
+            if kind not in ("integer", "empty"):
+                position = _first_value_of_other_type(series, null)
+                raise _unsupported(series, "expected only integers and nulls", position)
+            out = np.full(len(values), np.nan)
+            present = values[~null]
+            try:
+                out[~null] = present.astype(np.int64)
+            except OverflowError:
+                bad = ~null & np.array([not (-(2**63) <= v < 2**63) for v in values], dtype=bool)
+                raise _unsupported(series, "integer outside the int64 range", _first_position(bad)) from None
+            return out
+        out = _floats(series)
+        if self._numpy_dtype.kind == "f":
+            _reject_infinities(series, out)
+        return out
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        rounded = np.clip(_round_half_away(np.where(null, 0.0, values)), *self._range)
+        if self._numpy_dtype.kind in "iu":
+            rounded = rounded.astype(self._numpy_dtype)
+        return _build_series(rounded, null, self.dtype, self.name)
+
+
+def _reject_infinities(series: pd.Series, values: np.ndarray) -> None:
+    infinite = np.isinf(values)
+    if infinite.any():
+        raise _unsupported(
+            series,
+            "+-inf is not supported in a real column (NaN is read as null; replace infinities "
+            "with null or a finite sentinel before synthesis)",
+            _first_position(infinite),
+        )
+
+
+def _detect_decimals(values: np.ndarray) -> int | None:
+    """Smallest d in 0..15 with round(x, d) == x for every value, or None if there is none.
+
+    The search runs on an evenly spaced sample and the answer is verified on all values (rounding
+    happens in the values' own dtype, so float32 columns are judged as float32).
+    """
+    if values.size == 0:
+        return 0
+    if values.size > _PRECISION_SAMPLE:
+        sample = values[np.linspace(0, values.size - 1, _PRECISION_SAMPLE).astype(np.intp)]
+    else:
+        sample = values
+    with np.errstate(over="ignore", invalid="ignore"):
+        for decimals in range(_MAX_REAL_DECIMALS + 1):
+            if np.array_equal(np.round(sample, decimals), sample) and np.array_equal(
+                np.round(values, decimals), values
+            ):
+                return decimals
+    return None
+
+
+class RealCodec(ColumnCodec):
+    """float16/32/64, nullable Float32/64 and object columns of floats + nulls.
+
+    NaN (and NA) are nulls; +-inf is rejected. `decimals` is the detected precision (digits after the
+    decimal point, None when the values need more than 15); decoded values are rounded to it.
+    """
+
+    kind = ColumnKind.REAL
+
+    def __init__(self, name: Any, dtype: Any, decimals: int | None) -> None:
+        super().__init__(name, dtype)
+        self.decimals = decimals
+        numpy_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+        self._numpy_dtype = np.dtype(np.float64) if _is_object(numpy_dtype) else numpy_dtype
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> tuple[RealCodec, np.ndarray]:
+        encoded = cls._encode(series)
+        present = encoded[~np.isnan(encoded)]
+        dtype = getattr(series.dtype, "numpy_dtype", series.dtype)
+        if not _is_object(dtype):
+            present = present.astype(dtype)
+        return cls(series.name, series.dtype, _detect_decimals(present)), encoded
+
+    @staticmethod
+    def _encode(series: pd.Series) -> np.ndarray:
+        if _is_object(series.dtype):
+            null = _null_mask(series)
+            values = series.to_numpy(dtype=object)
+            if infer_dtype(values, skipna=True) not in ("floating", "empty", "mixed-integer-float"):
+                raise _unsupported(
+                    series, "expected only floats and nulls", _first_value_of_other_type(series, null)
+                )
+            out = np.full(len(values), np.nan)
+            out[~null] = values[~null].astype(np.float64)
+        else:
+            out = _floats(series)
+        _reject_infinities(series, out)
+        return out
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        return self._encode(series)
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        limit = np.finfo(self._numpy_dtype).max
+        out = np.clip(values, -limit, limit).astype(self._numpy_dtype)
+        if self.decimals is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                rounded = np.round(out, self.decimals)
+            # Huge values overflow when scaled by 10**decimals; they carry no digits to round anyway.
+            out = np.where(np.isfinite(rounded), rounded, out)
+        return _build_series(out, null, self.dtype, self.name)
+
+
+class DecimalCodec(ColumnCodec):
+    """Object columns of decimal.Decimal (SQL NUMERIC) + nulls: REAL, decoded back to Decimal.
+
+    `scale` is the largest number of digits after the point among the distinct input values (so
+    NUMERIC(10, 2) keeps 2 even for 1.50); decoded Decimals are quantized to it. Values are carried as
+    float64, so digits beyond ~15 significant ones are not kept.
+    """
+
+    kind = ColumnKind.REAL
+
+    def __init__(self, name: Any, dtype: Any, scale: int) -> None:
+        super().__init__(name, dtype)
+        self.scale = scale
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> tuple[DecimalCodec, np.ndarray]:
+        encoded, uniques = cls._encode_with_uniques(series)
+        exponents = [u.as_tuple().exponent for u in uniques]
+        scale = max([0, *(-e for e in exponents if isinstance(e, int))])
+        return cls(series.name, series.dtype, scale), encoded
+
+    @staticmethod
+    def _encode_with_uniques(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+        null = _null_mask(series)
+        values = series.to_numpy(dtype=object)
+        codes, uniques = pd.factorize(values[~null])
+        uniques = np.asarray(uniques, dtype=object)
+        if not all(isinstance(u, decimal.Decimal) for u in uniques):
+            raise _unsupported(
+                series,
+                "expected only decimal.Decimal values and nulls",
+                _first_value_of_other_type(series, null),
+            )
+        unique_floats = uniques.astype(np.float64)
+        out = np.full(len(values), np.nan)
+        out[~null] = unique_floats[codes]
+        _reject_infinities(series, out)
+        return out, uniques
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        return self._encode_with_uniques(series)[0]
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        out = np.full(len(values), None, dtype=object)
+        # Decimal objects have to be built in Python: build one per distinct rounded value only.
+        codes, uniques = pd.factorize(values[~null])
+        quantum = decimal.Decimal(1).scaleb(-self.scale)
+        # repr() is the shortest decimal that reads back as the same float, so -0.005 rounds like the
+        # decimal it stands for; half away from zero as for integers; "+ 0" turns -0.00 into 0.00.
+        decimals = np.array(
+            [
+                decimal.Decimal(repr(float(u))).quantize(quantum, rounding=decimal.ROUND_HALF_UP) + 0
+                for u in uniques
+            ],
+            dtype=object,
+        )
+        out[~null] = decimals[codes]
+        return pd.Series(out, name=self.name, dtype=object)
+
+
+class StringCodec(ColumnCodec):
+    """String columns (object of str, pandas `string`/`str`, category of strings) + nulls.
+
+    `strings` holds the sorted distinct non-null values (Python code-point order) and a value is encoded
+    as its index there. Unused categories of a category column are not in `strings`.
+    """
+
+    kind = ColumnKind.STRING
+
+    def __init__(self, name: Any, dtype: Any, strings: np.ndarray) -> None:
+        super().__init__(name, dtype)
+        self.strings = strings
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> tuple[StringCodec, np.ndarray]:
+        null, codes, uniques = _factorize_strings(series)
+        order = np.argsort(uniques, kind="stable")
+        strings = uniques[order]
+        rank = np.empty(len(order), dtype=np.float64)
+        rank[order] = np.arange(len(order))
+        encoded = np.full(len(series), np.nan)
+        encoded[~null] = rank[codes]
+        return cls(series.name, series.dtype, strings), encoded
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        null, codes, uniques = _factorize_strings(series)
+        positions = np.searchsorted(self.strings, uniques)
+        known = positions < len(self.strings)
+        known[known] = self.strings[positions[known]] == uniques[known]
+        if not known.all():
+            unknown_code = int(np.flatnonzero(~known)[0])
+            position = np.flatnonzero(~null)[_first_position(codes == unknown_code)]
+            raise _unsupported(series, "value not among the strings this codec was fitted on", int(position))
+        encoded = np.full(len(series), np.nan)
+        encoded[~null] = positions[codes]
+        return encoded
+
+    def _indices(self, values: np.ndarray, null: np.ndarray) -> np.ndarray:
+        if len(self.strings) == 0 and not null.all():
+            raise InvalidInputError(
+                f"column {self.name!r}: cannot decode string indices, the column had no non-null values"
+            )
+        indices = np.clip(_round_half_away(np.where(null, 0.0, values)), 0, max(len(self.strings) - 1, 0))
+        return indices.astype(np.intp)
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        indices = self._indices(values, null)
+        out = np.full(len(values), None, dtype=object)
+        out[~null] = self.strings[indices[~null]]
+        return self._to_dtype(out, null)
+
+    def decode_in_ranges(
+        self, index: np.ndarray, exact: np.ndarray, range_lo: np.ndarray, range_hi: np.ndarray
+    ) -> pd.Series:
+        """Strings for synthetic indices: the exact string where `exact`, else `prefix*index`.
+
+        `prefix` is the common prefix of strings[range_lo[i]] and strings[range_hi[i]] (inclusive integer
+        indices into `strings`), e.g. "city_*37". A NaN index gives null. The prefix is computed once per
+        distinct (range_lo, range_hi) pair.
+        """
+        index = _check_decodable(index)
+        exact = np.asarray(exact, dtype=bool)
+        range_lo = np.asarray(range_lo, dtype=np.int64)
+        range_hi = np.asarray(range_hi, dtype=np.int64)
+        if not (len(index) == len(exact) == len(range_lo) == len(range_hi)):
+            raise InvalidInputError(f"column {self.name!r}: decode_in_ranges arrays differ in length")
+        null = np.isnan(index)
+        indices = self._indices(index, null)
+        out = np.full(len(index), None, dtype=object)
+        take_exact = exact & ~null
+        out[take_exact] = self.strings[indices[take_exact]]
+
+        ranged = ~exact & ~null
+        if ranged.any():
+            lo, hi = range_lo[ranged], range_hi[ranged]
+            if lo.min() < 0 or hi.max() >= len(self.strings) or (lo > hi).any():
+                raise InvalidInputError(
+                    f"column {self.name!r}: string ranges must be inclusive indices within "
+                    f"0..{len(self.strings) - 1} with lo <= hi"
+                )
+            pairs, pair_of_row = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
+            prefixes = np.array(
+                [os.path.commonprefix([self.strings[a], self.strings[b]]) for a, b in pairs], dtype=object
+            )
+            numbers = np.round(index[ranged]).astype(np.int64).astype(str).astype(object)
+            out[ranged] = prefixes[pair_of_row.reshape(-1)] + "*" + numbers
+        return self._to_dtype(out, null, allow_new_categories=True)
+
+    def _to_dtype(self, out: np.ndarray, null: np.ndarray, allow_new_categories: bool = False) -> pd.Series:
+        dtype = self.dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            categories = dtype.categories
+            new = pd.unique(out[~null])
+            new = np.sort(new[~np.isin(new, np.asarray(categories, dtype=object))])
+            if len(new) and allow_new_categories:
+                # Synthetic `prefix*N` strings are not categories of the input: they are appended
+                # (after the input's categories, sorted), so the dtype differs only by those additions.
+                dtype = pd.CategoricalDtype(
+                    categories.append(pd.Index(new, dtype=categories.dtype)), dtype.ordered
+                )
+            return pd.Series(pd.Categorical(out, dtype=dtype), name=self.name)
+        if _is_object(dtype):
+            return pd.Series(out, name=self.name, dtype=object)
+        return pd.Series(pd.array(out, dtype=dtype), name=self.name)
+
+
+def _factorize_strings(series: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(null mask, codes of the non-null rows, distinct non-null values as an object array of str)."""
+    null = _null_mask(series)
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        category_codes = np.asarray(series.cat.codes, dtype=np.int64)[~null]
+        used, codes = np.unique(category_codes, return_inverse=True)
+        uniques = np.asarray(series.cat.categories, dtype=object)[used]
+    else:
+        values = series.to_numpy(dtype=object)[~null]
+        codes, uniques = pd.factorize(values)
+        uniques = np.asarray(uniques, dtype=object)
+    not_str = np.array([not isinstance(u, str) for u in uniques], dtype=bool)
+    if not_str.any():
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            first_bad = int(np.flatnonzero(not_str)[0])
+            position = np.flatnonzero(~null)[_first_position(codes.reshape(-1) == first_bad)]
+        else:
+            position = _first_value_of_other_type(series, null)
+        raise _unsupported(series, "expected only strings and nulls", int(position))
+    return null, codes.reshape(-1), uniques
+
+
+def _detect_resolution(units: np.ndarray, units_per_second: int) -> tuple[str, int]:
+    """Coarsest of day..nanosecond dividing every value (values and the step are in the dtype's units).
+
+    The loop always returns: the dtype's own unit (step 1) divides everything.
+    """
+    for name, nanoseconds in _RESOLUTIONS_NS:
+        step, remainder = divmod(nanoseconds * units_per_second, 10**9)
+        if remainder == 0 and (units.size == 0 or not np.any(units % step)):
+            return name, step
+    raise AssertionError("unreachable: step 1 divides every value")
+
+
+class TimestampCodec(ColumnCodec):
+    """datetime64 columns of any unit (s/ms/us/ns), naive or tz-aware -> seconds since 1800-01-01 UTC.
+
+    tz-aware values are encoded as UTC instants and decoded back into the input's timezone. Naive values
+    are read as UTC wall time. `resolution` is the coarsest of day, hour, minute, second, millisecond,
+    microsecond, nanosecond dividing every input value; decoded values are rounded to it (half away
+    from zero) and clipped to the unit's representable range.
+    """
+
+    kind = ColumnKind.TIMESTAMP
+
+    def __init__(self, name: Any, dtype: Any, resolution: str, resolution_units: int) -> None:
+        super().__init__(name, dtype)
+        self.unit = np.datetime_data(_naive_numpy_dtype(dtype))[0]
+        self.resolution = resolution
+        self._resolution_units = resolution_units
+        per_second = _UNITS_PER_SECOND[self.unit]
+        self.resolution_seconds = resolution_units / per_second
+        info = np.iinfo(np.int64)
+        # The int64 minimum is NaT; stay one resolution step inside the range after rounding.
+        low = (info.min // resolution_units + 1) * resolution_units
+        high = (info.max // resolution_units) * resolution_units
+        self._range = (_units_to_seconds(low, per_second), _units_to_seconds(high, per_second))
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> tuple[TimestampCodec, np.ndarray]:
+        units, null = _utc_units(series)
+        unit = np.datetime_data(_naive_numpy_dtype(series.dtype))[0]
+        resolution, step = _detect_resolution(units[~null], _UNITS_PER_SECOND[unit])
+        if isinstance(series.dtype, pd.DatetimeTZDtype):
+            # Rounding happens in UTC but must not move values off the local grid either (local
+            # midnights are 23:00 UTC in Berlin): take the step that divides both readings.
+            wall = series.dt.tz_localize(None).to_numpy().view(np.int64)[~null]
+            wall_resolution, wall_step = _detect_resolution(wall, _UNITS_PER_SECOND[unit])
+            if wall_step < step:
+                resolution, step = wall_resolution, wall_step
+        codec = cls(series.name, series.dtype, resolution, step)
+        return codec, codec._encode_units(units, null)
+
+    def _encode_units(self, units: np.ndarray, null: np.ndarray) -> np.ndarray:
+        per_second = _UNITS_PER_SECOND[self.unit]
+        encoded = _units_to_seconds(units, per_second)
+        encoded[null] = np.nan
+        return encoded
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        if series.dtype != self.dtype:
+            raise _unsupported(series, f"expected dtype {self.dtype}")
+        return self._encode_units(*_utc_units(series))
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        seconds = np.clip(np.where(null, 0.0, values), *self._range)
+        units = _seconds_to_units(seconds, _UNITS_PER_SECOND[self.unit], self._resolution_units)
+        units[null] = np.iinfo(np.int64).min  # NaT
+        naive = pd.Series(units.view(f"datetime64[{self.unit}]"), name=self.name)
+        if isinstance(self.dtype, pd.DatetimeTZDtype):
+            return naive.dt.tz_localize("UTC").dt.tz_convert(self.dtype.tz).astype(self.dtype)
+        return naive.astype(self.dtype)
+
+
+def _naive_numpy_dtype(dtype: Any) -> np.dtype:
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return np.dtype(f"datetime64[{dtype.unit}]")
+    return np.dtype(dtype)
+
+
+def _utc_units(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 units since 1970-01-01 UTC, null mask) of a datetime64 column."""
+    if isinstance(series.dtype, pd.DatetimeTZDtype):
+        series = series.dt.tz_convert("UTC").dt.tz_localize(None)
+    units = series.to_numpy().view(np.int64)
+    return units, _null_mask(series)
+
+
+def _units_to_seconds(units: np.ndarray | int, per_second: int) -> np.ndarray:
+    """Seconds since 1800 as float64, with only one rounding (whole seconds are exact up to 2**53)."""
+    units = np.asarray(units, dtype=np.int64)
+    whole, fraction = np.divmod(units, per_second)
+    return (whole.astype(np.float64) + EPOCH_1800_OFFSET_SECONDS) + fraction / per_second
+
+
+def _seconds_to_units(seconds: np.ndarray, per_second: int, step: int) -> np.ndarray:
+    """Seconds since 1800 -> int64 units since 1970, rounded to a multiple of `step` units."""
+    if step >= per_second:
+        step_seconds = step // per_second
+        whole = _round_half_away(seconds / step_seconds) * step_seconds
+        return (whole - EPOCH_1800_OFFSET_SECONDS).astype(np.int64) * per_second
+    whole = np.floor(seconds)
+    steps = _round_half_away((seconds - whole) * (per_second // step)).astype(np.int64)
+    return (whole - EPOCH_1800_OFFSET_SECONDS).astype(np.int64) * per_second + steps * step
+
+
+class DateCodec(ColumnCodec):
+    """Object columns of datetime.date (+ nulls): TIMESTAMP at midnight UTC, decoded to date objects."""
+
+    kind = ColumnKind.TIMESTAMP
+    resolution: ClassVar[str] = "day"
+    resolution_seconds: ClassVar[float] = 86_400.0
+    # datetime.date covers years 1..9999.
+    _range = (
+        (dt.date.min.toordinal() - dt.date(1800, 1, 1).toordinal()) * 86_400.0,
+        (dt.date.max.toordinal() - dt.date(1800, 1, 1).toordinal()) * 86_400.0,
+    )
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        null = _null_mask(series)
+        values = series.to_numpy(dtype=object)
+        codes, uniques = pd.factorize(values[~null])
+        uniques = np.asarray(uniques, dtype=object)
+        if not all(type(u) is dt.date for u in uniques):
+            bad = np.array([type(u) is not dt.date for u in uniques])
+            position = np.flatnonzero(~null)[_first_position(np.isin(codes, np.flatnonzero(bad)))]
+            raise _unsupported(series, "expected only datetime.date values and nulls", int(position))
+        days = uniques.astype("datetime64[D]").view(np.int64).astype(np.float64)
+        encoded = np.full(len(values), np.nan)
+        encoded[~null] = days[codes] * 86_400.0 + EPOCH_1800_OFFSET_SECONDS
+        return encoded
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        seconds = np.clip(np.where(null, 0.0, values), *self._range)
+        days = _round_half_away((seconds - EPOCH_1800_OFFSET_SECONDS) / 86_400.0).astype(np.int64)
+        out = days.view("datetime64[D]").astype(object)
+        out[null] = None
+        return pd.Series(out, name=self.name, dtype=object)
+
+
+class TimeCodec(ColumnCodec):
+    """Object columns of naive datetime.time (+ nulls): TIMESTAMP on 1800-01-01, decoded to time objects.
+
+    `resolution` is hour, minute, second, millisecond or microsecond (datetime.time has no finer unit).
+    """
+
+    kind = ColumnKind.TIMESTAMP
+
+    def __init__(self, name: Any, dtype: Any, resolution: str, resolution_microseconds: int) -> None:
+        super().__init__(name, dtype)
+        self.resolution = resolution
+        self._step = resolution_microseconds
+        self.resolution_seconds = resolution_microseconds / 1e6
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> tuple[TimeCodec, np.ndarray]:
+        microseconds, null = _time_microseconds(series)
+        resolution, step = _detect_resolution(microseconds[~null], 10**6)
+        codec = cls(series.name, series.dtype, resolution, step)
+        return codec, codec._to_seconds(microseconds, null)
+
+    @staticmethod
+    def _to_seconds(microseconds: np.ndarray, null: np.ndarray) -> np.ndarray:
+        encoded = microseconds / 1e6
+        encoded[null] = np.nan
+        return encoded
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        return self._to_seconds(*_time_microseconds(series))
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        last = 86_400 * 10**6 - self._step
+        microseconds = np.clip(np.where(null, 0.0, values) * 1e6, 0, last)
+        microseconds = (_round_half_away(microseconds / self._step) * self._step).astype(np.int64)
+        out = np.asarray(pd.to_datetime(microseconds, unit="us").time, dtype=object)
+        out[null] = None
+        return pd.Series(out, name=self.name, dtype=object)
+
+
+def _time_microseconds(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    null = _null_mask(series)
+    values = series.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(values[~null])
+    bad = np.array([type(u) is not dt.time or u.tzinfo is not None for u in uniques], dtype=bool)
+    if bad.any():
+        position = np.flatnonzero(~null)[_first_position(np.isin(codes, np.flatnonzero(bad)))]
+        raise _unsupported(series, "expected only naive datetime.time values and nulls", int(position))
+    unique_us = np.array(
+        [((u.hour * 60 + u.minute) * 60 + u.second) * 10**6 + u.microsecond for u in uniques], dtype=np.int64
+    )
+    microseconds = np.zeros(len(values), dtype=np.int64)
+    microseconds[~null] = unique_us[codes]
+    return microseconds, null
+
+
+# --------------------------------------------------------------------------------------------------
+# detection
+
+
+def _fit(series: pd.Series) -> tuple[ColumnCodec, np.ndarray]:
+    """Detect the column's kind from its dtype (and, for object columns, its values) and fit a codec."""
+    dtype = series.dtype
+    name = series.name
+    if isinstance(dtype, pd.CategoricalDtype):
+        category_kind = infer_dtype(dtype.categories, skipna=True)
+        if category_kind not in ("string", "empty"):
+            raise _unsupported(
+                series,
+                f"only categories of strings are supported (these are {category_kind}); "
+                "cast the column to its categories' dtype",
+            )
+        return StringCodec.fit(series)
+    if pd.api.types.is_bool_dtype(dtype) and not _is_object(dtype):
+        codec = BooleanCodec(name, dtype)
+        return codec, codec.encode(series)
+    if pd.api.types.is_integer_dtype(dtype):
+        codec = IntegerCodec(name, dtype)
+        return codec, codec.encode(series)
+    if pd.api.types.is_float_dtype(dtype):
+        return RealCodec.fit(series)
+    if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
+        if np.datetime_data(_naive_numpy_dtype(dtype))[0] not in _UNITS_PER_SECOND:
+            raise _unsupported(series, "datetime64 units other than s, ms, us, ns are not supported")
+        return TimestampCodec.fit(series)
+    if isinstance(dtype, pd.StringDtype):
+        return StringCodec.fit(series)
+    if _is_object(dtype):
+        return _fit_object(series)
+    raise _unsupported(
+        series,
+        "dtype not supported (supported: bool, int, float, decimal, string, category of strings, "
+        "datetime64, date, time)",
+    )
+
+
+def _fit_object(series: pd.Series) -> tuple[ColumnCodec, np.ndarray]:
+    inferred = infer_dtype(series, skipna=True)
+    if inferred in ("string", "empty"):
+        return StringCodec.fit(series)
+    if inferred == "boolean":
+        codec: ColumnCodec = BooleanCodec(series.name, series.dtype)
+        return codec, codec.encode(series)
+    if inferred == "integer":
+        codec = IntegerCodec(series.name, series.dtype)
+        return codec, codec.encode(series)
+    if inferred in ("floating", "mixed-integer-float"):
+        return RealCodec.fit(series)
+    if inferred == "decimal":
+        return DecimalCodec.fit(series)
+    if inferred == "date":
+        codec = DateCodec(series.name, series.dtype)
+        return codec, codec.encode(series)
+    if inferred == "time":
+        return TimeCodec.fit(series)
+    null = _null_mask(series)
+    reason = {
+        "bytes": "bytes values are not supported (decode them to str first)",
+        "datetime": "object columns of datetime values are not supported (convert with pd.to_datetime)",
+    }.get(inferred, f"values of mixed or unsupported types ({inferred})")
+    position = _first_position(~null) if inferred == "bytes" else _first_value_of_other_type(series, null)
+    raise _unsupported(series, reason, position)
+
+
+# Forcing a kind is allowed where the cast back to the input dtype stays meaningful.
+_ALLOWED_KIND_OVERRIDES = {
+    (ColumnKind.INTEGER, ColumnKind.REAL),
+    (ColumnKind.REAL, ColumnKind.INTEGER),
+    (ColumnKind.BOOLEAN, ColumnKind.INTEGER),
+}
+
+
+def _fit_with_kind(series: pd.Series, kind: ColumnKind | None) -> tuple[ColumnCodec, np.ndarray]:
+    if not isinstance(series, pd.Series):
+        raise InvalidInputError(f"expected a pandas Series, got {type(series).__name__}")
+    codec, encoded = _fit(series)
+    if kind is None or ColumnKind(kind) == codec.kind:
+        return codec, encoded
+    kind = ColumnKind(kind)
+    if (codec.kind, kind) not in _ALLOWED_KIND_OVERRIDES or isinstance(codec, DecimalCodec):
+        raise _unsupported(series, f"a {codec.kind.value} column cannot be treated as {kind.value}")
+    if codec.kind == ColumnKind.BOOLEAN:
+        # Rounding then clipping to 0..1 is the same as x >= 0.5, so the boolean codec stays.
+        codec.kind = kind
+        return codec, encoded
+    return IntegerCodec(series.name, series.dtype, kind=kind), encoded
+
+
+def codec_for(series: pd.Series, kind: ColumnKind | None = None) -> ColumnCodec:
+    """Fit a codec on `series`, detecting its kind, or forcing `kind` where that makes sense.
+
+    Allowed overrides: an integer column as REAL, a real column as INTEGER (decoded values rounded to
+    whole numbers, dtype kept), a boolean column as INTEGER. Anything else raises UnsupportedColumnError.
+    """
+    return _fit_with_kind(series, kind)[0]
+
+
+def encode_frame(
+    df: pd.DataFrame, kinds: Mapping[str, ColumnKind] | None = None
+) -> tuple[list[ColumnCodec], np.ndarray]:
+    """Fit one codec per column and return them with the encoded (rows, columns) float64 matrix.
+
+    The matrix is Fortran-ordered so that each column is contiguous, as the engines read by column.
+    """
+    kinds = dict(kinds or {})
+    unknown = set(kinds) - set(df.columns)
+    if unknown:
+        raise InvalidInputError(
+            f"column kinds given for columns not in the table: {sorted(map(str, unknown))}"
+        )
+    if not df.columns.is_unique:
+        duplicated = df.columns[df.columns.duplicated()].tolist()
+        raise InvalidInputError(f"duplicate column names: {duplicated}")
+    codecs: list[ColumnCodec] = []
+    matrix = np.empty((len(df), len(df.columns)), dtype=np.float64, order="F")
+    for position, column in enumerate(df.columns):
+        codec, encoded = _fit_with_kind(df[column].reset_index(drop=True), kinds.get(column))
+        codecs.append(codec)
+        matrix[:, position] = encoded
+    return codecs, matrix
+
+
+def _is_decoded(codec: ColumnCodec, column: pd.Series) -> bool:
+    if column.dtype == codec.dtype:
+        return True
+    # decode_in_ranges may add categories; string output is never float.
+    return isinstance(codec, StringCodec) and not pd.api.types.is_numeric_dtype(column.dtype)
+
+
+def decode_frame(codecs: Sequence[ColumnCodec], columns: Sequence[Any]) -> pd.DataFrame:
+    """Assemble a DataFrame from engine output, one entry of `columns` per codec, in order.
+
+    An entry is either float64 values to decode (ndarray or float Series) or a Series already decoded,
+    e.g. by `StringCodec.decode_in_ranges`: a Series whose dtype equals the codec's dtype is taken as
+    is (for float dtypes decoding again would change nothing, as rounding is idempotent).
+    """
+    if len(codecs) != len(columns):
+        raise InvalidInputError(f"decode_frame got {len(codecs)} codecs but {len(columns)} columns")
+    decoded: dict[Any, pd.Series] = {}
+    lengths = set()
+    for codec, column in zip(codecs, columns, strict=True):
+        if isinstance(column, pd.Series) and _is_decoded(codec, column):
+            series = column.reset_index(drop=True).rename(codec.name)
+        else:
+            series = codec.decode(np.asarray(column, dtype=np.float64))
+        decoded[codec.name] = series
+        lengths.add(len(series))
+    if len(lengths) > 1:
+        raise InvalidInputError(f"decode_frame got columns of different lengths: {sorted(lengths)}")
+    if not decoded:
+        return pd.DataFrame()
+    return pd.DataFrame(decoded)
