@@ -1,0 +1,569 @@
+"""The YAML pipeline config: validated models and a loader whose errors name file, line, table and field.
+
+Precedence of settings, highest first: the table's own field, then the `defaults:` block, then the
+built-in default of the field. `engine_params` are deep-merged the same way (table keys over `defaults`
+keys) when the table uses the same engine as `defaults`; a table that picks another engine starts from
+that engine's own defaults.
+
+Secrets never live in the file: URLs may reference `${ENV_VAR}` (resolved only when a connection is
+made, so `validate` works without secrets) and the salt is read from the environment variable named by
+`salt_env` (default `SYNDIFFIX_SALT`).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_SALT_ENV = "SYNDIFFIX_SALT"
+_ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; `problems` holds one line per problem, `str()` lists them all."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("invalid syndiffix-ops config:\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+class ColumnPolicy(enum.StrEnum):
+    SYNTHESIZE = "synthesize"
+    DROP = "drop"
+
+
+class WriteMode(enum.StrEnum):
+    REPLACE = "replace"
+    APPEND = "append"
+
+
+class SchemaChangePolicy(enum.StrEnum):
+    FAIL = "fail"
+    IGNORE = "ignore"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+_SALT_IN_FILE = (
+    "the salt is a secret and never goes in the config file; "
+    "put it in an environment variable named by salt_env (default SYNDIFFIX_SALT)"
+)
+
+
+def _reject_salt_key(data: Any) -> Any:
+    # A salt in the file would be committed to git and shown in diffs: refuse it with a pointer to salt_env.
+    if isinstance(data, Mapping) and "salt" in data:
+        raise ValueError(_SALT_IN_FILE)
+    return data
+
+
+def _check_env_references(value: str) -> str:
+    for name in _ENV_REFERENCE.findall(value):
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"${{{name}}} is not a valid environment variable reference")
+    return value
+
+
+def interpolate_env(value: str, *, what: str, environ: Mapping[str, str] | None = None) -> str:
+    """Replace every `${NAME}` in `value` from the environment; a missing variable is an error naming it."""
+    env = os.environ if environ is None else environ
+    missing = [name for name in _ENV_REFERENCE.findall(value) if name not in env]
+    if missing:
+        raise ConfigError([f"{what}: environment variable(s) {', '.join(missing)} not set"])
+    return _ENV_REFERENCE.sub(lambda m: env[m.group(1)], value)
+
+
+def _without_duplicates(names: list[str], what: str) -> list[str]:
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"{what} listed more than once: {duplicates}")
+    return names
+
+
+class ColumnSetConfig(_Strict):
+    """A narrower output from the same source table: fewer columns synthesize more accurately."""
+
+    columns: list[str] = Field(min_length=1)
+    target: str | None = Field(
+        default=None, description="target table name; default <table target>_<set name>"
+    )
+
+    @field_validator("columns")
+    @classmethod
+    def _unique(cls, columns: list[str]) -> list[str]:
+        return _without_duplicates(columns, "columns")
+
+
+class TableDefaults(_Strict):
+    """Settings every table inherits unless it sets its own (see the module doc for the precedence)."""
+
+    engine: str | None = None
+    engine_params: dict[str, Any] = Field(default_factory=dict)
+    mode: WriteMode | None = None
+    on_schema_change: SchemaChangePolicy | None = None
+    max_rows: int | None = Field(default=None, gt=0)
+    salt_env: str | None = None
+    other_columns: ColumnPolicy | None = None
+    read_chunk_rows: int | None = Field(default=None, gt=0)
+
+    _no_salt = model_validator(mode="before")(_reject_salt_key)
+
+    @field_validator("salt_env")
+    @classmethod
+    def _env_name(cls, name: str | None) -> str | None:
+        if name is not None and not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
+        return name
+
+
+class TableConfig(TableDefaults):
+    """One source table and the synthetic output(s) made from it."""
+
+    name: str | None = Field(
+        default=None, description="name used by --table and in messages; default: target"
+    )
+    source: str = Field(description="source table as schema.table (or table in the default schema)")
+    target: str | None = Field(default=None, description="target table name; default: the source table name")
+    columns: dict[str, ColumnPolicy] | list[str] | None = None
+    aid_columns: list[str] = Field(default_factory=list)
+    column_sets: dict[str, ColumnSetConfig] = Field(default_factory=dict)
+    where: str | None = Field(default=None, description="SQL boolean expression filtering source rows")
+
+    @field_validator("source")
+    @classmethod
+    def _source_name(cls, source: str) -> str:
+        parts = source.split(".")
+        if not 1 <= len(parts) <= 2 or not all(p.strip() for p in parts):
+            raise ValueError(f"{source!r} is not of the form schema.table or table")
+        return source
+
+    @field_validator("aid_columns")
+    @classmethod
+    def _unique_aids(cls, aids: list[str]) -> list[str]:
+        return _without_duplicates(aids, "AID columns")
+
+    @field_validator("columns")
+    @classmethod
+    def _unique_columns(cls, columns: Any) -> Any:
+        return _without_duplicates(columns, "columns") if isinstance(columns, list) else columns
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TableConfig:
+        policies = self.column_policies
+        problems = []
+        for aid in self.aid_columns:
+            if policies.get(aid) is ColumnPolicy.DROP:
+                problems.append(f"AID column {aid!r} has policy drop; AID columns must be read")
+        for set_name, column_set in self.column_sets.items():
+            for column in column_set.columns:
+                if column in self.aid_columns:
+                    problems.append(
+                        f"column set {set_name!r} lists AID column {column!r}; AID columns protect, they are not output"
+                    )
+                elif policies.get(column) is ColumnPolicy.DROP or (
+                    column not in policies and self._unlisted_dropped
+                ):
+                    problems.append(f"column set {set_name!r} lists column {column!r}, which is dropped")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def _unlisted_dropped(self) -> bool:
+        if self.other_columns is not None:
+            return self.other_columns is ColumnPolicy.DROP
+        return isinstance(self.columns, list)
+
+    @property
+    def schema_name(self) -> str | None:
+        return self.source.split(".")[0] if "." in self.source else None
+
+    @property
+    def table_name(self) -> str:
+        return self.source.split(".")[-1]
+
+    @property
+    def target_name(self) -> str:
+        return self.target or self.table_name
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.target_name
+
+    @property
+    def column_policies(self) -> dict[str, ColumnPolicy]:
+        """Explicit per-column policies; the list form means 'exactly these columns'."""
+        if self.columns is None:
+            return {}
+        if isinstance(self.columns, list):
+            return dict.fromkeys(self.columns, ColumnPolicy.SYNTHESIZE)
+        return dict(self.columns)
+
+    def output_targets(self) -> dict[str | None, str]:
+        """Column set name (None for the whole table) -> target table name, one entry per output."""
+        if not self.column_sets:
+            return {None: self.target_name}
+        return {name: cs.target or f"{self.target_name}_{name}" for name, cs in self.column_sets.items()}
+
+
+class DagConfig(_Strict):
+    """Scheduling read by the Airflow DAG factory and passed through to the DAG; nothing here runs a DAG."""
+
+    dag_id: str | None = None
+    schedule: str | None = None
+    start_date: date | datetime | None = None
+    catchup: bool = False
+    tags: list[str] = Field(default_factory=list)
+    default_args: dict[str, Any] = Field(default_factory=dict)
+    pool: str | None = None
+    max_active_tasks: int | None = Field(default=None, gt=0)
+
+
+class EffectiveTable(BaseModel):
+    """A table's settings after applying defaults: what run_table actually uses."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    table: TableConfig
+    engine: str
+    engine_params: BaseModel
+    mode: WriteMode
+    on_schema_change: SchemaChangePolicy
+    max_rows: int | None
+    salt_env: str
+    other_columns: ColumnPolicy
+    read_chunk_rows: int
+
+
+class PipelineConfig(_Strict):
+    version: int = 1
+    source: str | None = Field(default=None, description="SQLAlchemy URL of the source; ${ENV} allowed")
+    source_conn_id: str | None = Field(default=None, description="Airflow connection id of the source")
+    target: str | None = Field(default=None, description="SQLAlchemy URL of the target; ${ENV} allowed")
+    target_conn_id: str | None = Field(default=None, description="Airflow connection id of the target")
+    target_schema: str | None = None
+    salt_env: str = DEFAULT_SALT_ENV
+    report_dir: Path | None = None
+    dag: DagConfig | None = None
+    defaults: TableDefaults = Field(default_factory=TableDefaults)
+    tables: list[TableConfig] = Field(min_length=1)
+    config_path: Path | None = Field(default=None, exclude=True, description="set by load_config")
+
+    _no_salt = model_validator(mode="before")(_reject_salt_key)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, version: int) -> int:
+        if version != 1:
+            raise ValueError(f"unsupported config version {version}; this release reads version 1")
+        return version
+
+    @field_validator("source", "target")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        _check_env_references(url)
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            # Placeholders stand in for ${VAR}s so the URL's shape is checked without the secrets.
+            make_url(_ENV_REFERENCE.sub("x", url))
+        except ArgumentError as error:
+            raise ValueError(f"not a SQLAlchemy URL ({error})") from None
+        return url
+
+    @field_validator("salt_env")
+    @classmethod
+    def _env_name(cls, name: str) -> str:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid environment variable name")
+        return name
+
+    @model_validator(mode="after")
+    def _endpoints_and_names(self) -> PipelineConfig:
+        problems = []
+        for side in ("source", "target"):
+            url, conn_id = getattr(self, side), getattr(self, f"{side}_conn_id")
+            if url is None and conn_id is None:
+                problems.append(f"{side}: give either {side} (a SQLAlchemy URL) or {side}_conn_id")
+            elif url is not None and conn_id is not None:
+                problems.append(f"{side}: give {side} or {side}_conn_id, not both")
+        problems += _cross_table_problems(self.tables)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def table(self, name: str) -> TableConfig:
+        """The table entry named `name` (its `name`, else its target, else its source)."""
+        for table in self.tables:
+            if name in (table.display_name, table.source):
+                return table
+        known = ", ".join(t.display_name for t in self.tables)
+        raise ConfigError([f"{self._file}: no table named {name!r} (tables: {known})"])
+
+    @property
+    def _file(self) -> str:
+        return str(self.config_path) if self.config_path else "<config>"
+
+    def effective(self, table: TableConfig) -> EffectiveTable:
+        """Apply the precedence table > defaults > built-in to one table."""
+        from syndiffix_ops.engines import get_engine
+
+        engine_name = table.engine or self.defaults.engine or "syndiffix"
+        params = _effective_engine_params(self.defaults, table.engine_params, engine_name)
+        return EffectiveTable(
+            table=table,
+            engine=engine_name,
+            engine_params=get_engine(engine_name).params_model.model_validate(params),
+            mode=table.mode or self.defaults.mode or WriteMode.REPLACE,
+            on_schema_change=table.on_schema_change
+            or self.defaults.on_schema_change
+            or SchemaChangePolicy.FAIL,
+            max_rows=table.max_rows or self.defaults.max_rows,
+            salt_env=table.salt_env or self.defaults.salt_env or self.salt_env,
+            other_columns=table.other_columns
+            or self.defaults.other_columns
+            or (ColumnPolicy.DROP if isinstance(table.columns, list) else ColumnPolicy.SYNTHESIZE),
+            read_chunk_rows=table.read_chunk_rows or self.defaults.read_chunk_rows or 100_000,
+        )
+
+    def source_url(self, environ: Mapping[str, str] | None = None) -> str:
+        return self._resolved_url("source", environ)
+
+    def target_url(self, environ: Mapping[str, str] | None = None) -> str:
+        return self._resolved_url("target", environ)
+
+    def _resolved_url(self, side: str, environ: Mapping[str, str] | None) -> str:
+        url = getattr(self, side)
+        if url is None:
+            raise ConfigError(
+                [
+                    f"{self._file}: {side} is given as {side}_conn_id={getattr(self, f'{side}_conn_id')!r}, "
+                    "which only the Airflow operator resolves; pass a SQLAlchemy URL or engine instead"
+                ]
+            )
+        return interpolate_env(url, what=f"{self._file}: {side}", environ=environ)
+
+    def config_hash(self) -> str:
+        """SHA-256 of the validated config (not of the file's formatting), recorded in lineage."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _effective_engine_params(
+    defaults: TableDefaults, table_params: Mapping[str, Any], engine_name: str
+) -> dict[str, Any]:
+    inherits = (defaults.engine or "syndiffix") == engine_name
+    return _deep_merge(defaults.engine_params if inherits else {}, table_params)
+
+
+def _cross_table_problems(tables: Sequence[TableConfig]) -> list[str]:
+    problems = []
+    names = [t.display_name for t in tables]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"tables: name {name!r} is used by more than one table; set distinct `name`s")
+    targets = [target for t in tables for target in t.output_targets().values()]
+    for target in sorted({t for t in targets if targets.count(t) > 1}):
+        problems.append(f"tables: target table {target!r} is written by more than one output")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read and validate a YAML config; raise ConfigError listing every problem with file, line and field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError([f"{path}: cannot read the file ({error.strerror})"]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ConfigError([f"{where}: not valid YAML ({getattr(error, 'problem', error)})"]) from None
+    lines = _line_numbers(node) if node is not None else {}
+    config = parse_config(data, file=str(path), lines=lines)
+    if config.report_dir is not None and not config.report_dir.is_absolute():
+        config = config.model_copy(update={"report_dir": path.parent / config.report_dir})
+    return config.model_copy(update={"config_path": path})
+
+
+def parse_config(
+    data: Any, *, file: str = "<config>", lines: Mapping[tuple[Any, ...], int] | None = None
+) -> PipelineConfig:
+    """Validate a config mapping. Each table entry is validated on its own so one broken table does not
+    hide the problems of the others."""
+    lines = lines or {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            [f"{file}: the config must be a mapping with at least `source`, `target` and `tables`"]
+        )
+    problems: list[str] = []
+
+    def report(loc: Sequence[Any], message: str, table_label: str | None = None) -> None:
+        problems.append(_format_problem(file, lines, loc, message, table_label))
+
+    data = _without_salt(data, (), report)
+    raw_tables = data.get("tables")
+    good_tables: list[TableConfig] = []
+    defaults = _validate_defaults(_without_salt(data.get("defaults"), ("defaults",), report), report)
+    if isinstance(raw_tables, list):
+        for index, raw in enumerate(raw_tables):
+            raw = _without_salt(raw, ("tables", index), report, _table_label(raw))
+            table = _validate_table(index, raw, defaults, report)
+            if table is not None:
+                good_tables.append(table)
+
+    # The top level is validated with the good tables only, so table problems are not reported twice.
+    top = dict(data)
+    tables_checked = isinstance(raw_tables, list) and len(raw_tables) > 0
+    if tables_checked:
+        top["tables"] = good_tables
+    try:
+        config = PipelineConfig.model_validate(top)
+    except ValidationError as error:
+        for err in error.errors(include_input=False):
+            loc = err["loc"]
+            if loc and loc[0] == "tables" and tables_checked:
+                continue  # the per-table pass has reported it
+            report(loc, _message(err))
+        config = None
+    if problems or config is None:
+        raise ConfigError(problems)
+    return config
+
+
+def _without_salt(raw: Any, loc: tuple[Any, ...], report, label: str | None = None) -> Any:
+    if isinstance(raw, Mapping) and "salt" in raw:
+        report((*loc, "salt"), _SALT_IN_FILE, label)
+        return {k: v for k, v in raw.items() if k != "salt"}
+    return raw
+
+
+def _validate_defaults(raw: Any, report) -> TableDefaults | None:
+    if raw is None:
+        return TableDefaults()
+    try:
+        defaults = TableDefaults.model_validate(raw)
+    except ValidationError as error:
+        for err in error.errors(include_input=False):
+            report(("defaults", *err["loc"]), _message(err))
+        return None
+    return defaults
+
+
+def _validate_table(index: int, raw: Any, defaults: TableDefaults | None, report) -> TableConfig | None:
+    label = _table_label(raw)
+    loc_prefix = ("tables", index)
+    table = None
+    try:
+        table = TableConfig.model_validate(raw)
+    except ValidationError as error:
+        for err in error.errors(include_input=False):
+            if err["loc"] and err["loc"][0] == "engine_params":
+                continue  # checked below against the engine's own params model
+            report((*loc_prefix, *err["loc"]), _message(err), label)
+    if not isinstance(raw, Mapping):
+        return None
+    # engine_params are checked from the raw entry so their problems show even when other fields are broken.
+    from syndiffix_ops.engines import ENGINES
+
+    base = defaults or TableDefaults()
+    engine_name = raw.get("engine") or base.engine or "syndiffix"
+    table_params = raw.get("engine_params") or {}
+    if not isinstance(engine_name, str) or not isinstance(table_params, Mapping):
+        return None
+    if engine_name not in ENGINES:
+        field = "engine" if raw.get("engine") else "defaults.engine"
+        report(
+            (*loc_prefix, "engine"),
+            f"unknown engine {engine_name!r} ({field}); known: {sorted(ENGINES)}",
+            label,
+        )
+        return None
+    params = _effective_engine_params(base, table_params, engine_name)
+    try:
+        ENGINES[engine_name].params_model.model_validate(params)
+    except ValidationError as error:
+        for err in error.errors(include_input=False):
+            report(
+                (*loc_prefix, "engine_params", *err["loc"]), f"{_message(err)} (engine {engine_name})", label
+            )
+        return None
+    return table
+
+
+def _table_label(raw: Any) -> str | None:
+    if isinstance(raw, Mapping):
+        for key in ("name", "target", "source"):
+            if isinstance(raw.get(key), str):
+                return raw[key]
+    return None
+
+
+def _message(err: Mapping[str, Any]) -> str:
+    if err["type"] == "extra_forbidden":
+        return "unknown key (check the spelling; see docs/config.md)"
+    message = err["msg"]
+    return message.removeprefix("Value error, ")
+
+
+def _format_problem(
+    file: str, lines: Mapping[tuple[Any, ...], int], loc: Sequence[Any], message: str, table_label: str | None
+) -> str:
+    loc = tuple(loc)
+    line = None
+    for end in range(len(loc), 0, -1):
+        if loc[:end] in lines:
+            line = lines[loc[:end]]
+            break
+    where = f"{file}:{line}" if line else file
+    if len(loc) >= 2 and loc[0] == "tables" and isinstance(loc[1], int):
+        head = f"tables[{loc[1]}]" + (f" ({table_label})" if table_label else "")
+        field = ".".join(str(part) for part in loc[2:]) or "(table entry)"
+        return f"{where}: {head} -> {field}: {message}"
+    field = ".".join(str(part) for part in loc) or "(top level)"
+    return f"{where}: {field}: {message}"
+
+
+def _line_numbers(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Map each key path of the YAML document to its 1-based line number."""
+    lines: dict[tuple[Any, ...], int] = {path: node.start_mark.line + 1}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
+            lines.update(_line_numbers(value_node, (*path, key)))
+            lines[(*path, key)] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines.update(_line_numbers(item, (*path, index)))
+    return lines

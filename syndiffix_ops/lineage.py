@@ -1,0 +1,171 @@
+"""The lineage table: one row per synthetic table written per run, in the target schema.
+
+A row says where a synthetic table came from and how it was made, and is inserted in the same
+transaction as the table swap (see warehouse.write). It never holds credentials, the salt, or exact
+source row counts: the source is described by dialect, host, database and table name, and the only count
+is the number of synthetic rows written, which anyone can read off the synthetic table anyway.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+LINEAGE_TABLE = "syndiffix_lineage"
+# UTC instants; MySQL/MariaDB get microseconds (DATETIME(6)) so runs within one second still order.
+_TIMESTAMP = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+
+def lineage_table(schema: str | None, metadata: sa.MetaData | None = None) -> sa.Table:
+    return sa.Table(
+        LINEAGE_TABLE,
+        metadata or sa.MetaData(),
+        sa.Column("lineage_id", sa.String(36), primary_key=True),
+        sa.Column("run_id", sa.String(255), nullable=False),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("target_table", sa.String(255), nullable=False),
+        sa.Column("column_set", sa.String(255)),
+        sa.Column("source_dialect", sa.String(32), nullable=False),
+        sa.Column("source_host", sa.String(255)),
+        sa.Column("source_database", sa.String(1024)),
+        sa.Column("source_table", sa.String(512), nullable=False),
+        sa.Column("columns", sa.JSON, nullable=False),
+        sa.Column("aid_columns", sa.JSON, nullable=False),
+        sa.Column("engine", sa.String(64), nullable=False),
+        sa.Column("package_version", sa.String(64), nullable=False),
+        sa.Column("parameters", sa.JSON, nullable=False),
+        sa.Column("config_hash", sa.String(64), nullable=False),
+        sa.Column("source_schema_hash", sa.String(64), nullable=False),
+        sa.Column("source_schema", sa.JSON, nullable=False),
+        sa.Column("synthetic_rows", sa.BigInteger, nullable=False),
+        sa.Column("started_at", _TIMESTAMP, nullable=False),
+        sa.Column("finished_at", _TIMESTAMP, nullable=False),
+        sa.Column("airflow_dag_id", sa.String(250)),
+        sa.Column("airflow_task_id", sa.String(250)),
+        sa.Column("airflow_run_id", sa.String(250)),
+        sa.Column("quality_metrics", sa.JSON),
+        sa.Column("engine_metadata", sa.JSON),
+        schema=schema,
+    )
+
+
+@dataclass(frozen=True)
+class SourceIdentity:
+    """Where the data came from, without credentials."""
+
+    dialect: str
+    host: str | None
+    database: str | None
+    table: str  # schema.table
+
+    @classmethod
+    def from_url(cls, url: sa.URL, table: str) -> SourceIdentity:
+        return cls(dialect=url.get_backend_name(), host=url.host, database=url.database, table=table)
+
+
+@dataclass(frozen=True)
+class LineageRecord:
+    run_id: str
+    target_table: str
+    column_set: str | None
+    source: SourceIdentity
+    columns: Sequence[Mapping[str, Any]]  # name, source_type, target_type, kind
+    aid_columns: Sequence[str]
+    engine: str
+    package_version: str
+    parameters: Mapping[str, Any]
+    config_hash: str
+    source_schema_hash: str
+    source_schema: Sequence[Mapping[str, Any]]
+    synthetic_rows: int
+    started_at: dt.datetime
+    finished_at: dt.datetime
+    status: str = "success"
+    airflow_dag_id: str | None = None
+    airflow_task_id: str | None = None
+    airflow_run_id: str | None = None
+    quality_metrics: Mapping[str, Any] | None = None
+    engine_metadata: Mapping[str, Any] = field(default_factory=dict)
+    lineage_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def row(self) -> dict[str, Any]:
+        row = asdict(self)
+        source = row.pop("source")
+        row.update(
+            source_dialect=source["dialect"],
+            source_host=source["host"],
+            source_database=source["database"],
+            source_table=source["table"],
+            columns=list(row["columns"]),
+            aid_columns=list(row["aid_columns"]),
+            source_schema=list(row["source_schema"]),
+        )
+        # JSON columns get plain JSON values: numpy scalars or NaN from metrics would break some drivers.
+        for key in ("parameters", "quality_metrics", "engine_metadata"):
+            if row[key] is not None:
+                row[key] = json.loads(json.dumps(row[key], default=_json_default, allow_nan=False))
+        return row
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    return str(value)
+
+
+def ensure_lineage_table(engine: sa.Engine, schema: str | None) -> sa.Table:
+    """Create the lineage table (and a missing PostgreSQL schema) if needed, in its own transaction,
+    tolerating a concurrent run that creates it at the same moment."""
+    table = lineage_table(schema)
+    with engine.connect() as conn:
+        if schema and conn.dialect.name == "postgresql":
+            conn.execute(sa.schema.CreateSchema(schema, if_not_exists=True))
+            conn.commit()
+        try:
+            table.create(conn, checkfirst=True)
+            conn.commit()
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
+            conn.rollback()
+            if not sa.inspect(conn).has_table(LINEAGE_TABLE, schema=schema):
+                raise
+    return table
+
+
+def insert_lineage(conn: sa.Connection, schema: str | None, record: LineageRecord) -> None:
+    row = record.row()
+    if conn.dialect.name != "postgresql":
+        # Only PostgreSQL stores the offset; elsewhere the columns hold naive UTC.
+        for key in ("started_at", "finished_at"):
+            row[key] = row[key].astimezone(dt.UTC).replace(tzinfo=None)
+    conn.execute(lineage_table(schema).insert(), [row])
+
+
+def last_lineage(
+    bind: sa.Engine | sa.Connection, schema: str | None, target_table: str, column_set: str | None = None
+) -> dict[str, Any] | None:
+    """The newest successful lineage row of a target table (and column set), or None."""
+    table = lineage_table(schema)
+    statement = (
+        sa.select(table)
+        .where(table.c.target_table == target_table, table.c.status == "success")
+        .where(table.c.column_set.is_(None) if column_set is None else table.c.column_set == column_set)
+        .order_by(table.c.finished_at.desc())
+        .limit(1)
+    )
+    if isinstance(bind, sa.Connection):
+        row = bind.execute(statement).mappings().first()
+    else:
+        with bind.connect() as conn:
+            if not sa.inspect(conn).has_table(LINEAGE_TABLE, schema=schema):
+                return None
+            row = conn.execute(statement).mappings().first()
+    return dict(row) if row is not None else None

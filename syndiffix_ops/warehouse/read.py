@@ -1,0 +1,194 @@
+"""Reflect a source table and stream selected columns into pandas through a server-side cursor."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import sqlalchemy as sa
+
+from syndiffix_ops.warehouse.types import ValueKind, aid_values, to_series, value_kind
+
+
+class SourceTableError(LookupError):
+    """The source table or a configured column is missing."""
+
+
+class RowLimitExceeded(RuntimeError):
+    """The filtered source holds more rows than max_rows allows (the exact number is deliberately unknown)."""
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    name: str
+    sql_type: sa.types.TypeEngine
+    type_sql: str  # the declared type as the source dialect spells it, e.g. NUMERIC(10, 2)
+    kind: ValueKind | None  # None: no engine synthesizes this type
+    nullable: bool
+
+
+@dataclass(frozen=True)
+class SourceTable:
+    schema: str | None
+    name: str
+    table: sa.Table
+    columns: tuple[SourceColumn, ...]
+    dialect: str  # the source dialect's name: target types are copied as is only onto the same dialect
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+    def column(self, name: str) -> SourceColumn:
+        for column in self.columns:
+            if column.name == name:
+                return column
+        raise SourceTableError(
+            f"source table {self.qualified_name} has no column {name!r} "
+            f"(columns: {', '.join(c.name for c in self.columns)})"
+        )
+
+    def schema_snapshot(self) -> list[dict[str, object]]:
+        """Names, declared types and nullability of all columns: what schema drift is measured on."""
+        return [{"name": c.name, "type": c.type_sql, "nullable": c.nullable} for c in self.columns]
+
+    def schema_hash(self) -> str:
+        canonical = json.dumps(self.schema_snapshot(), separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def reflect_table(bind: sa.Engine | sa.Connection, schema: str | None, name: str) -> SourceTable:
+    qualified = f"{schema}.{name}" if schema else name
+    try:
+        table = sa.Table(name, sa.MetaData(), schema=schema, autoload_with=bind)
+    except sa.exc.NoSuchTableError:
+        raise SourceTableError(f"source table {qualified} does not exist") from None
+    dialect = bind.dialect
+    columns = tuple(
+        SourceColumn(
+            name=column.name,
+            sql_type=column.type,
+            type_sql=_type_sql(column.type, dialect),
+            kind=value_kind(column.type),
+            nullable=bool(column.nullable),
+        )
+        for column in table.columns
+    )
+    return SourceTable(schema=schema, name=name, table=table, columns=columns, dialect=dialect.name)
+
+
+def _type_sql(sql_type: sa.types.TypeEngine, dialect: sa.Dialect) -> str:
+    try:
+        return sql_type.compile(dialect=dialect)
+    except sa.exc.CompileError:
+        return repr(sql_type)
+
+
+def _filtered(source: SourceTable, where: str | None, columns: Sequence[sa.ColumnElement]) -> sa.Select:
+    statement = sa.select(*columns).select_from(source.table)
+    # `where` is SQL written by the config's author, who already holds the source credentials.
+    return statement.where(sa.text(where)) if where else statement
+
+
+def check_row_limit(
+    bind: sa.Engine | sa.Connection, source: SourceTable, where: str | None, max_rows: int
+) -> None:
+    """Fail fast when the filtered source has more than max_rows rows.
+
+    The server stops counting at max_rows + 1, so the check costs at most max_rows row visits and the
+    exact row count is never learned, logged or reported.
+    """
+    probe = _filtered(source, where, [sa.literal(1).label("one")]).limit(max_rows + 1).subquery()
+    statement = sa.select(sa.func.count()).select_from(probe)
+    with _connection(bind) as conn:
+        seen = conn.execute(statement).scalar_one()
+    if seen > max_rows:
+        raise RowLimitExceeded(
+            f"source table {source.qualified_name}{_where_note(where)} has more than max_rows={max_rows} rows; "
+            "raise max_rows, narrow the where filter, or split the table"
+        )
+
+
+def _where_note(where: str | None) -> str:
+    return f" (where {where})" if where else ""
+
+
+def read_columns(
+    bind: sa.Engine | sa.Connection,
+    source: SourceTable,
+    columns: Sequence[str],
+    *,
+    aid_columns: Sequence[str] = (),
+    where: str | None = None,
+    chunk_rows: int = 100_000,
+    max_rows: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> pd.DataFrame:
+    """Stream `columns` (and the AID columns) of the filtered source into a DataFrame, chunk by chunk.
+
+    Values become the dtypes the engine codecs accept (see warehouse.types); AID columns become strings
+    unless they are integers. Reading stops with RowLimitExceeded as soon as max_rows is passed.
+    """
+    names = list(dict.fromkeys([*aid_columns, *columns]))
+    kinds = {name: source.column(name).kind for name in names}
+    for name in columns:
+        if kinds[name] is None:
+            raise SourceTableError(
+                f"source table {source.qualified_name}: column {name!r} ({source.column(name).type_sql}) "
+                "cannot be read for synthesis; set its policy to drop"
+            )
+    statement = _filtered(source, where, [source.table.c[name] for name in names])
+    if max_rows is not None:
+        statement = statement.limit(max_rows + 1)
+    chunks: dict[str, list[pd.Series]] = {name: [] for name in names}
+    rows = 0
+    with _connection(bind) as conn:
+        result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(statement)
+        for part in result.partitions():
+            rows += len(part)
+            if max_rows is not None and rows > max_rows:
+                result.close()
+                raise RowLimitExceeded(
+                    f"source table {source.qualified_name}{_where_note(where)} has more than "
+                    f"max_rows={max_rows} rows; raise max_rows, narrow the where filter, or split the table"
+                )
+            for name, values in zip(names, zip(*part, strict=True), strict=True):
+                chunks[name].append(_column_values(values, kinds[name], name, name in aid_columns))
+            if progress is not None:
+                progress(rows)
+    frame = {}
+    for name in names:
+        if chunks[name]:
+            frame[name] = (
+                pd.concat(chunks[name], ignore_index=True) if len(chunks[name]) > 1 else chunks[name][0]
+            )
+        else:
+            frame[name] = _column_values((), kinds[name], name, name in aid_columns)
+    return pd.DataFrame(frame, columns=names)
+
+
+def _column_values(values: Sequence[object], kind: ValueKind | None, name: str, is_aid: bool) -> pd.Series:
+    if is_aid and kind is not ValueKind.INTEGER:
+        return aid_values(values).rename(name)
+    assert kind is not None
+    return to_series(values, kind, name)
+
+
+class _connection:
+    """Use a given Connection as is, or open (and close) one from an Engine."""
+
+    def __init__(self, bind: sa.Engine | sa.Connection):
+        self._bind, self._owned = bind, None
+
+    def __enter__(self) -> sa.Connection:
+        if isinstance(self._bind, sa.Connection):
+            return self._bind
+        self._owned = self._bind.connect()
+        return self._owned
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._owned is not None:
+            self._owned.close()
