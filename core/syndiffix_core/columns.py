@@ -399,8 +399,9 @@ class RealCodec(ColumnCodec):
 class DecimalCodec(ColumnCodec):
     """Object columns of decimal.Decimal (SQL NUMERIC) + nulls: REAL, decoded back to Decimal.
 
-    `scale` is the largest number of digits after the point among the distinct input values (so
-    NUMERIC(10, 2) keeps 2 even for 1.50); decoded Decimals are quantized to it. Values are carried as
+    `scale` is the number of digits after the point that decoded Decimals are quantized to: the larger
+    of the digits the values need as floats (the real-precision rule) and the largest scale written in
+    an evenly spaced sample of the inputs (so NUMERIC(10, 2) keeps 2 for 1.50). Values are carried as
     float64, so digits beyond ~15 significant ones are not kept.
     """
 
@@ -412,44 +413,48 @@ class DecimalCodec(ColumnCodec):
 
     @classmethod
     def fit(cls, series: pd.Series) -> tuple[DecimalCodec, np.ndarray]:
-        encoded, uniques = cls._encode_with_uniques(series)
-        exponents = [u.as_tuple().exponent for u in uniques]
-        scale = max([0, *(-e for e in exponents if isinstance(e, int))])
+        encoded = cls._encode(series)
+        present = series.to_numpy(dtype=object)[~np.isnan(encoded)]
+        sample = present[
+            np.linspace(0, present.size - 1, min(present.size, _PRECISION_SAMPLE)).astype(np.intp)
+        ]
+        written = [-value.as_tuple().exponent for value in sample]
+        needed = _detect_decimals(encoded[~np.isnan(encoded)])
+        scale = max([0, *written, needed or 0])
         return cls(series.name, series.dtype, scale), encoded
 
     @staticmethod
-    def _encode_with_uniques(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    def _encode(series: pd.Series) -> np.ndarray:
         null = _null_mask(series)
         values = series.to_numpy(dtype=object)
-        codes, uniques = pd.factorize(values[~null])
-        uniques = np.asarray(uniques, dtype=object)
-        if not all(isinstance(u, decimal.Decimal) for u in uniques):
+        if infer_dtype(values, skipna=True) not in ("decimal", "empty"):
             raise _unsupported(
                 series,
                 "expected only decimal.Decimal values and nulls",
                 _first_value_of_other_type(series, null),
             )
-        unique_floats = uniques.astype(np.float64)
         out = np.full(len(values), np.nan)
-        out[~null] = unique_floats[codes]
+        out[~null] = values[~null].astype(np.float64)
         _reject_infinities(series, out)
-        return out, uniques
+        return out
 
     def encode(self, series: pd.Series) -> np.ndarray:
-        return self._encode_with_uniques(series)[0]
+        return self._encode(series)
 
     def decode(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
         out = np.full(len(values), None, dtype=object)
-        # Decimal objects have to be built in Python: build one per distinct rounded value only.
+        # Decimal objects have to be built in Python: build one per distinct value only.
         codes, uniques = pd.factorize(values[~null])
         quantum = decimal.Decimal(1).scaleb(-self.scale)
+        # Enough digits for any float64 at this scale, so quantize never runs out of precision.
+        context = decimal.Context(prec=330 + self.scale, rounding=decimal.ROUND_HALF_UP)
         # repr() is the shortest decimal that reads back as the same float, so -0.005 rounds like the
         # decimal it stands for; half away from zero as for integers; "+ 0" turns -0.00 into 0.00.
         decimals = np.array(
             [
-                decimal.Decimal(repr(float(u))).quantize(quantum, rounding=decimal.ROUND_HALF_UP) + 0
+                context.add(decimal.Decimal(repr(float(u))).quantize(quantum, context=context), 0)
                 for u in uniques
             ],
             dtype=object,
@@ -506,10 +511,7 @@ class StringCodec(ColumnCodec):
     def decode(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
-        indices = self._indices(values, null)
-        out = np.full(len(values), None, dtype=object)
-        out[~null] = self.strings[indices[~null]]
-        return self._to_dtype(out, null)
+        return self._assemble(self._indices(values, null), ~null, np.zeros(len(values), dtype=bool))
 
     def decode_in_ranges(
         self, index: np.ndarray, exact: np.ndarray, range_lo: np.ndarray, range_hi: np.ndarray
@@ -517,8 +519,8 @@ class StringCodec(ColumnCodec):
         """Strings for synthetic indices: the exact string where `exact`, else `prefix*index`.
 
         `prefix` is the common prefix of strings[range_lo[i]] and strings[range_hi[i]] (inclusive integer
-        indices into `strings`), e.g. "city_*37". A NaN index gives null. The prefix is computed once per
-        distinct (range_lo, range_hi) pair.
+        indices into `strings`), e.g. "city_*37". A NaN index gives null. Prefixes are computed once per
+        distinct (range_lo, range_hi) pair and labels once per distinct (pair, index).
         """
         index = _check_decodable(index)
         exact = np.asarray(exact, dtype=bool)
@@ -528,39 +530,53 @@ class StringCodec(ColumnCodec):
             raise InvalidInputError(f"column {self.name!r}: decode_in_ranges arrays differ in length")
         null = np.isnan(index)
         indices = self._indices(index, null)
-        out = np.full(len(index), None, dtype=object)
-        take_exact = exact & ~null
-        out[take_exact] = self.strings[indices[take_exact]]
-
         ranged = ~exact & ~null
-        if ranged.any():
-            lo, hi = range_lo[ranged], range_hi[ranged]
-            if lo.min() < 0 or hi.max() >= len(self.strings) or (lo > hi).any():
-                raise InvalidInputError(
-                    f"column {self.name!r}: string ranges must be inclusive indices within "
-                    f"0..{len(self.strings) - 1} with lo <= hi"
-                )
-            pairs, pair_of_row = np.unique(np.stack([lo, hi], axis=1), axis=0, return_inverse=True)
-            prefixes = np.array(
-                [os.path.commonprefix([self.strings[a], self.strings[b]]) for a, b in pairs], dtype=object
+        if not ranged.any():
+            return self._assemble(indices, ~null, ranged)
+        count = len(self.strings)
+        lo, hi = range_lo[ranged], range_hi[ranged]
+        if lo.min() < 0 or hi.max() >= count or (lo > hi).any():
+            raise InvalidInputError(
+                f"column {self.name!r}: string ranges must be inclusive indices within "
+                f"0..{count - 1} with lo <= hi"
             )
-            numbers = np.round(index[ranged]).astype(np.int64).astype(str).astype(object)
-            out[ranged] = prefixes[pair_of_row.reshape(-1)] + "*" + numbers
-        return self._to_dtype(out, null, allow_new_categories=True)
+        pair_codes, pairs = pd.factorize(lo * count + hi)
+        prefixes = [os.path.commonprefix([self.strings[p // count], self.strings[p % count]]) for p in pairs]
+        label_codes, label_keys = pd.factorize(pair_codes.astype(np.int64) * count + indices[ranged])
+        labels = np.array([f"{prefixes[key // count]}*{key % count}" for key in label_keys], dtype=object)
+        return self._assemble(indices, ~null & exact, ranged, labels, label_codes)
 
-    def _to_dtype(self, out: np.ndarray, null: np.ndarray, allow_new_categories: bool = False) -> pd.Series:
+    def _assemble(
+        self,
+        indices: np.ndarray,
+        exact: np.ndarray,
+        ranged: np.ndarray,
+        labels: np.ndarray | None = None,
+        label_codes: np.ndarray | None = None,
+    ) -> pd.Series:
+        """Series of the input dtype: strings[indices] where `exact`, labels[label_codes] where
+        `ranged`, null elsewhere."""
         dtype = self.dtype
         if isinstance(dtype, pd.CategoricalDtype):
             categories = dtype.categories
-            new = pd.unique(out[~null])
-            new = np.sort(new[~np.isin(new, np.asarray(categories, dtype=object))])
-            if len(new) and allow_new_categories:
-                # Synthetic `prefix*N` strings are not categories of the input: they are appended
-                # (after the input's categories, sorted), so the dtype differs only by those additions.
-                dtype = pd.CategoricalDtype(
-                    categories.append(pd.Index(new, dtype=categories.dtype)), dtype.ordered
-                )
-            return pd.Series(pd.Categorical(out, dtype=dtype), name=self.name)
+            codes = np.full(len(indices), -1, dtype=np.int64)
+            codes[exact] = categories.get_indexer(self.strings)[indices[exact]]
+            if labels is not None:
+                label_category = categories.get_indexer(labels)
+                new = np.flatnonzero(label_category < 0)
+                if new.size:
+                    # `prefix*N` labels are not categories of the input: they are appended after the
+                    # input's categories (sorted), so the dtype differs only by these additions.
+                    new = new[np.argsort(labels[new], kind="stable")]
+                    label_category[new] = len(categories) + np.arange(new.size)
+                    categories = categories.append(pd.Index(labels[new], dtype=categories.dtype))
+                    dtype = pd.CategoricalDtype(categories, dtype.ordered)
+                codes[ranged] = label_category[label_codes]
+            return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), name=self.name)
+        out = np.full(len(indices), None, dtype=object)
+        out[exact] = self.strings[indices[exact]]
+        if labels is not None:
+            out[ranged] = labels[label_codes]
         if _is_object(dtype):
             return pd.Series(out, name=self.name, dtype=object)
         return pd.Series(pd.array(out, dtype=dtype), name=self.name)

@@ -554,3 +554,53 @@ def test_property_microsecond_timestamps_round_trip(values):
 def test_property_tz_aware_millisecond_timestamps_round_trip(values, zone):
     series = pd.Series(pd.DatetimeIndex(values, dtype="datetime64[ns]").tz_localize("UTC").tz_convert(zone))
     pd.testing.assert_series_equal(round_trip(series), series)
+
+
+def test_decode_in_ranges_reuses_a_category_equal_to_a_label():
+    category = pd.Series(["a*1", "ab", "ac"], dtype="category")
+    codec = codec_for(category)
+    assert codec.strings.tolist() == ["a*1", "ab", "ac"]
+    out = codec.decode_in_ranges(np.array([1.0]), np.array([False]), np.array([1]), np.array([2]))
+    assert out.tolist() == ["a*1"]
+    assert out.dtype == category.dtype
+
+
+def test_encode_frame_rejects_duplicate_column_names():
+    df = pd.DataFrame([[1, 2]], columns=["a", "a"])
+    with pytest.raises(InvalidInputError, match="duplicate"):
+        encode_frame(df)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab*é😀", max_size=6), min_size=1, max_size=12, unique=True),
+    st.data(),
+)
+def test_property_decode_in_ranges_labels_are_longest_common_prefix_star_index(values, data):
+    codec = codec_for(pd.Series(values, dtype=object))
+    count = len(codec.strings)
+    lo = data.draw(st.integers(0, count - 1))
+    hi = data.draw(st.integers(lo, count - 1))
+    index = data.draw(st.integers(lo, hi))
+    label = codec.decode_in_ranges(
+        np.array([float(index)]), np.array([False]), np.array([lo]), np.array([hi])
+    )[0]
+    first, last = codec.strings[lo], codec.strings[hi]
+    prefix, star, number = label.rpartition("*")
+    assert star == "*"
+    assert number == str(index)
+    assert first.startswith(prefix)
+    assert last.startswith(prefix)
+    # Longest: the next characters differ, or one of the two strings ends there.
+    n = len(prefix)
+    assert n == min(len(first), len(last)) or first[n] != last[n]
+
+
+def test_microsecond_timestamps_round_trip_up_to_2072():
+    edge = pd.Series(
+        pd.to_datetime(
+            ["2072-03-14 23:59:59.999999", "2072-03-01 12:34:56.000001", "1528-01-01 00:00:00.000001"]
+        ),
+        dtype="datetime64[us]",
+    )
+    pd.testing.assert_series_equal(round_trip(edge), edge)
