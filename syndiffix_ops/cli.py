@@ -218,9 +218,9 @@ def run_tables(
                     progress=_progress_callback(progress, task, name),
                 )
             except ConfigError as error:
-                outcome.error, outcome.config_error = _one_line(error), True
+                outcome.error, outcome.config_error = _naming(name, _one_line(error)), True
             except Exception as error:
-                outcome.error = _one_line(error)
+                outcome.error = _naming(name, _one_line(error))
                 if verbose:
                     error_console.print_exception()
             outcome.seconds = time.perf_counter() - started
@@ -228,6 +228,11 @@ def run_tables(
             progress.update(task, completed=1.0, description=f"{escape(name)}: {mark}")
             outcomes.append(outcome)
     return outcomes
+
+
+def _naming(table: str, message: str) -> str:
+    """The pipeline's own errors name the table; an engine's may not, and the summary must."""
+    return message if f"table {table}" in message else f"table {table}: {message}"
 
 
 def _progress_callback(progress: Progress, task: Any, name: str) -> Callable[[str, float], None]:
@@ -335,7 +340,8 @@ def demo(directory: Path, rows: int | None, verbose: bool) -> None:
         outcomes = run_tables(config, list(config.tables), salt=salt, verbose=verbose)
         print_summary(outcomes)
         index = print_report_location(config.report_dir, outcomes)
+        written = [r.target_table for o in outcomes for r in o.results if r.status == "success"]
         demo_module.print_guide(
-            console, paths, loaded, index, salt_origin, seconds=time.perf_counter() - started
+            console, paths, loaded, written, index, salt_origin, seconds=time.perf_counter() - started
         )
     raise click.exceptions.Exit(exit_code(outcomes))

