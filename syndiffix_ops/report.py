@@ -369,7 +369,7 @@ def _format_edge(value: float, kind: str, step: float) -> str:
         clock = f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}"
         return clock if step >= 60 else f"{clock}:{seconds % 60:02d}"
     decimals = max(0, -math.floor(math.log10(step)))
-    return f"{value:,.{decimals}f}"
+    return f"{value:.{decimals}f}"
 
 
 @dataclass
