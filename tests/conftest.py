@@ -69,3 +69,33 @@ def worker_id(request) -> str:
     """xdist's worker id ('gw0', ...), or 'main' without xdist; keeps parallel workers' databases apart."""
     workerinput = getattr(request.config, "workerinput", None)
     return workerinput["workerid"] if workerinput else "main"
+
+
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
+def warehouse_db(request, tmp_path):
+    """(engine, schema): an empty place to create tables in, once per dialect and test.
+
+    PostgreSQL gets a fresh schema whose name needs quoting; MariaDB (whose schemas are databases) a fresh
+    database; SQLite a fresh file with schema None.
+    """
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    if request.param == "sqlite":
+        engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+        yield engine, None
+    elif request.param == "postgresql":
+        engine = sqlalchemy.create_engine(request.getfixturevalue("pg_url"))
+        schema = f"test {uuid.uuid4().hex[:8]}"
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.schema.CreateSchema(schema))
+        yield engine, schema
+    else:
+        server = sqlalchemy.create_engine(request.getfixturevalue("mariadb_url"))
+        database = f"{server.url.database}_{uuid.uuid4().hex[:6]}"
+        with server.begin() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        engine = sqlalchemy.create_engine(server.url.set(database=database))
+        yield engine, None
+        with server.begin() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE `{database}`")
+        server.dispose()
+    engine.dispose()

@@ -67,17 +67,31 @@ def reflect_table(bind: sa.Engine | sa.Connection, schema: str | None, name: str
     except sa.exc.NoSuchTableError:
         raise SourceTableError(f"source table {qualified} does not exist") from None
     dialect = bind.dialect
+    json_columns = (
+        _mariadb_json_columns(bind, schema, name) if getattr(dialect, "is_mariadb", False) else set()
+    )
     columns = tuple(
         SourceColumn(
             name=column.name,
-            sql_type=column.type,
-            type_sql=_type_sql(column.type, dialect),
-            kind=value_kind(column.type),
+            sql_type=sa.JSON() if column.name in json_columns else column.type,
+            type_sql="JSON" if column.name in json_columns else _type_sql(column.type, dialect),
+            kind=None if column.name in json_columns else value_kind(column.type),
             nullable=bool(column.nullable),
         )
         for column in table.columns
     )
     return SourceTable(schema=schema, name=name, table=table, columns=columns, dialect=dialect.name)
+
+
+def _mariadb_json_columns(bind: sa.Engine | sa.Connection, schema: str | None, name: str) -> set[str]:
+    """MariaDB's JSON is LONGTEXT plus a json_valid() check, and reflects as LONGTEXT: find it by the check."""
+    statement = sa.text(
+        "SELECT constraint_name FROM information_schema.check_constraints "
+        "WHERE constraint_schema = COALESCE(:schema, DATABASE()) AND table_name = :name "
+        "AND level = 'Column' AND check_clause LIKE 'json_valid(%'"
+    )
+    with _connection(bind) as conn:
+        return set(conn.execute(statement, {"schema": schema, "name": name}).scalars())
 
 
 def _type_sql(sql_type: sa.types.TypeEngine, dialect: sa.Dialect) -> str:

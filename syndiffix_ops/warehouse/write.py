@@ -202,11 +202,22 @@ def _check_append_target(
 ):
     expected = [(c.name, target_type_sql(c, source_dialect, conn.dialect)) for c in columns]
     actual = [(c.name, c.type.compile(dialect=conn.dialect)) for c in table.columns]
-    if expected != actual:
+    # Compared through the generic types: MySQL reflects SMALLINT as SMALLINT(6), which is the same column.
+    expected_generic = [
+        (c.name, _generic(target_type(c.sql_type, source_dialect, conn.dialect.name))) for c in columns
+    ]
+    if expected_generic != [(c.name, _generic(c.type)) for c in table.columns]:
         raise TargetSchemaError(
             f"target table {table.fullname} has columns {actual}, but the synthetic output has {expected}; "
             "use mode: replace (or drop the target) to change its schema"
         )
+
+
+def _generic(sql_type: sa.types.TypeEngine) -> str:
+    try:
+        return repr(sql_type.as_generic())
+    except NotImplementedError:
+        return repr(sql_type)
 
 
 def _begin(conn: sa.Connection) -> None:
@@ -241,6 +252,13 @@ def _copy_into(conn: sa.Connection, table: sa.Table, values: Sequence[list[Any]]
     column_list = ", ".join(preparer.quote(c.name) for c in table.columns)
     statement = f"COPY {preparer.format_table(table)} ({column_list}) FROM STDIN"
     driver_connection = conn.connection.driver_connection
-    with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
-        for row in zip(*values, strict=True):
-            copy.write_row(row)
+    driver_error = conn.dialect.loaded_dbapi.Error
+    try:
+        with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
+            for row in zip(*values, strict=True):
+                copy.write_row(row)
+    except driver_error as error:
+        # Same exception family as every other statement SQLAlchemy runs, so callers catch one kind.
+        raise sa.exc.DBAPIError.instance(
+            statement, None, error, driver_error, dialect=conn.dialect
+        ) from error
