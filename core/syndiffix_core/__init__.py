@@ -5,3 +5,21 @@ never Airflow. The warehouse layer (`syndiffix_ops`) builds on this package, not
 """
 
 __version__ = "0.1.0"
+
+from .params import (
+    AnonymizationParams,
+    BucketizationParams,
+    ClusteringParams,
+    FlatteningInterval,
+    SuppressionParams,
+)
+from .synthesizer import synthesize
+
+__all__ = [
+    "AnonymizationParams",
+    "BucketizationParams",
+    "ClusteringParams",
+    "FlatteningInterval",
+    "SuppressionParams",
+    "synthesize",
+]

@@ -1,0 +1,435 @@
+"""Trees for every combination of a cluster's columns, built level by level over all rows at once.
+
+Float space: every column is a float64 array (NaN = null) from the column codecs. Nulls are mapped to a
+value outside the data (2*max if max > 0, else 2*min if min < 0, else 1), each column's range is
+snapped to a power-of-two size aligned to half that size, and the 1-dim trees push their roots down
+past low-count edges, which anonymizes each column's min/max; higher-dim trees use the pushed ranges.
+
+Build order (the documented replacement for the reference's row-at-a-time insertion): a tree is built
+breadth-first; at depth d the rows of every node are a contiguous segment of one sorted row array
+(rows sorted once per tree by their interleaved cell bits, i.e. Morton/Z order), so every per-node
+quantity is a segment reduction. A node splits iff, on its final row set, it is not a singularity,
+not a stub, passes LCF and (1-dim only) satisfies the precision limit. Rows of nodes that stop leave
+the arrays for the following levels. A row's cell at depth d in dimension j is
+floor((x_j - lo_j) / size_j * 2^d), clamped to [0, 2^d - 1] (so 1-dim outliers land in edge cells).
+
+Per tree and depth, `TreeLevel` holds one entry per node in Morton order: `key = parent << k | bits`
+(bits: dimension 0 is the most significant), so children of any set of nodes are found with
+`searchsorted`, and the (k-1)-dim subnodes (same ranges, one dimension dropped) are looked up the same
+way in the sub-trees' levels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from .anonymizer import CountAnonymizer, Entities, SortedEntities
+from .noise import Salt, hash_floats, hash_strings
+from .params import BucketizationParams
+
+MAX_DEPTH = 62
+_UNIT_MAX = 1.0 - 2.0**-53
+_SPREAD_TABLES: dict[int, np.ndarray] = {}
+
+
+def _spread_table(k: int) -> np.ndarray:
+    """Byte -> its 8 bits spread out with stride k (for interleaving cell bits)."""
+    if k not in _SPREAD_TABLES:
+        byte = np.arange(256, dtype=np.uint64)
+        table = np.zeros(256, dtype=np.uint64)
+        for bit in range(8):
+            table |= ((byte >> np.uint64(bit)) & np.uint64(1)) << np.uint64(bit * k)
+        _SPREAD_TABLES[k] = table
+    return _SPREAD_TABLES[k]
+
+
+def snap_range(low: float, high: float) -> tuple[float, float]:
+    """Power-of-two size aligned to half of itself, covering [low, high] with high strictly inside."""
+    size = 1.0 if high <= low else 2.0 ** np.ceil(np.log2(high - low))
+    while True:
+        start = np.floor(low / (size / 2)) * (size / 2)
+        if start + size > high:
+            return float(start), float(size)
+        size *= 2
+
+
+def null_mapping(values: np.ndarray) -> float:
+    finite = values[~np.isnan(values)]
+    if finite.size == 0:
+        return 1.0
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi > 0:
+        return 2.0 * hi
+    if lo < 0:
+        return 2.0 * lo
+    return 1.0
+
+
+def unit_positions(values: np.ndarray, low: float, size: float) -> np.ndarray:
+    """Position of values inside [low, low + size) as a fraction in [0, 1), clamped."""
+    return np.clip((values - low) / size, 0.0, _UNIT_MAX)
+
+
+@dataclass
+class TreeLevel:
+    """All nodes of one depth of one tree (index = position in Morton order)."""
+
+    key: np.ndarray  # int64: parent index << k | child bits (0 for the root)
+    rep_row: np.ndarray  # int64: one input row of the node (its values give cells and singular points)
+    singular_dims: np.ndarray  # uint32 bitmask: bit j set if all rows share one value in dimension j
+    singular: np.ndarray  # bool: singular in every dimension
+    lcf_low: np.ndarray
+    singularity_low: np.ndarray
+    range_low: np.ndarray
+    stub: np.ndarray
+    branch: np.ndarray  # bool: the node split (has children at depth + 1)
+    noisy_count: np.ndarray  # int64, >= 1
+    subnodes: np.ndarray  # int32 (n, k): index of each (k-1)-dim subnode at this depth, -1 if none
+
+    @property
+    def size(self) -> int:
+        return self.key.size
+
+
+@dataclass
+class Tree:
+    columns: tuple[int, ...]  # forest column indices, ascending
+    low: np.ndarray  # (k,) root range starts
+    size: np.ndarray  # (k,) root range sizes (powers of two)
+    base_seed: int
+    levels: list[TreeLevel] = field(default_factory=list)
+
+    @property
+    def dims(self) -> int:
+        return len(self.columns)
+
+    def children(self, depth: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, stop) index ranges of the children of `nodes` (at `depth`) in level depth + 1."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        if depth + 1 >= len(self.levels):
+            return np.zeros(nodes.size, np.int64), np.zeros(nodes.size, np.int64)
+        keys = self.levels[depth + 1].key
+        k = self.dims
+        return np.searchsorted(keys, nodes << k), np.searchsorted(keys, (nodes + 1) << k)
+
+    def cells(self, depth: int, values: np.ndarray) -> np.ndarray:
+        """Cell coordinates (as floats) of rows `values` (n, k) at `depth`."""
+        units = unit_positions(values, self.low[None, :], self.size[None, :])
+        return np.floor(units * 2.0**depth)
+
+    def node_ranges(self, forest: Forest, depth: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Bucket ranges (low, high) of shape (n, k): snapped cell, or the point where singular."""
+        level = self.levels[depth]
+        rows = level.rep_row[nodes]
+        values = forest.values[np.ix_(rows, list(self.columns))]
+        width = self.size / 2.0**depth
+        low = self.low[None, :] + self.cells(depth, values) * width[None, :]
+        high = low + width[None, :]
+        singular = (level.singular_dims[nodes, None] >> np.arange(self.dims, dtype=np.uint32)[None, :]) & 1
+        singular = singular.astype(bool)
+        low = np.where(singular, values, low)
+        high = np.where(singular, values, high)
+        return low, high
+
+
+class Forest:
+    """Lazily built trees over the columns of one float matrix (rows, columns), NaN = null."""
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        column_names: list[str],
+        entities: Entities,
+        anonymizer: CountAnonymizer,
+        bucketization: BucketizationParams,
+        salt: Salt,
+    ):
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 2 or values.shape[1] != len(column_names):
+            raise ValueError("values must be a (rows, columns) matrix matching column_names")
+        if values.shape[0] == 0:
+            raise ValueError("a forest needs at least one row")
+        self.column_names = list(column_names)
+        self.entities = entities
+        self.anonymizer = anonymizer
+        self.bucketization = bucketization
+        self.salt = salt
+        self.row_count = values.shape[0]
+        self.null_values = np.array([null_mapping(values[:, j]) for j in range(values.shape[1])])
+        self.values = np.where(np.isnan(values), self.null_values[None, :], values)
+        self.low = np.zeros(values.shape[1])
+        self.size = np.ones(values.shape[1])
+        for j in range(values.shape[1]):
+            column = self.values[:, j]
+            self.low[j], self.size[j] = snap_range(float(column.min()), float(column.max()))
+        self.trees: dict[tuple[int, ...], Tree] = {}
+        for j in range(values.shape[1]):
+            self.tree((j,))
+
+    @property
+    def dims(self) -> int:
+        return self.values.shape[1]
+
+    def column_range(self, column: int) -> tuple[float, float]:
+        """The column's snapped range after the 1-dim push-down: (low, size)."""
+        return float(self.low[column]), float(self.size[column])
+
+    def tree(self, columns: tuple[int, ...]) -> Tree:
+        columns = tuple(sorted(columns))
+        if columns not in self.trees:
+            for sub in combinations(columns, len(columns) - 1):
+                if sub:
+                    self.tree(sub)
+            self.trees[columns] = self._build(columns)
+        return self.trees[columns]
+
+    def _base_seed(self, columns: tuple[int, ...]) -> int:
+        return hash_strings(self.column_names[j] for j in columns)
+
+    # --- building -------------------------------------------------------------------------------------
+
+    def _build(self, columns: tuple[int, ...]) -> Tree:
+        k = len(columns)
+        base_seed = self._base_seed(columns)
+        depth_offset = 0
+        row_limit = 0
+        if k == 1:
+            row_limit = self._row_limit(base_seed)
+            depth_offset = self._push_down(columns[0], base_seed, row_limit)
+            max_depth = MAX_DEPTH
+        else:
+            sub_depth = max(len(self.trees[s].levels) for s in combinations(columns, k - 1))
+            max_depth = min(63 // k, sub_depth)
+        tree = Tree(columns, self.low[list(columns)].copy(), self.size[list(columns)].copy(), base_seed)
+        units = unit_positions(self.values[:, list(columns)], tree.low[None, :], tree.size[None, :])
+        code = _morton_code(units, max_depth)
+        del units
+        # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
+        order = np.argsort(self.values[:, columns[0]]) if k == 1 else np.argsort(code)
+        layout = _SortedLayout(
+            order=order,
+            code=code[order],
+            changes=[_change_counts(self.values[order, j]) for j in columns] if k > 1 else [],
+            sorted_first=self.values[order, columns[0]] if k == 1 else None,
+            entities=SortedEntities(self.entities, order),
+        )
+        del code
+        starts = np.zeros(1, dtype=np.int64)
+        ends = np.full(1, order.size, dtype=np.int64)
+        key = np.zeros(1, dtype=np.int64)
+        subnodes = np.zeros((1, k), dtype=np.int32) if k > 1 else np.zeros((1, 0), dtype=np.int32)
+        sub_trees = [self.trees[s] for s in combinations(columns, k - 1)] if k > 1 else []
+        # combinations() of the columns in order yields the subset dropping the LAST column first.
+        sub_trees.reverse()
+        code_levels = MAX_DEPTH if k == 1 else max_depth
+        for depth in range(max_depth + 1):
+            level = self._level(
+                tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit
+            )
+            tree.levels.append(level)
+            if depth == max_depth or not level.branch.any():
+                break
+            split_nodes = np.flatnonzero(level.branch)
+            starts, ends, parents, child_bits = self._children_runs(
+                layout.code, starts[split_nodes], ends[split_nodes], split_nodes, depth, code_levels, k
+            )
+            key = (parents << k) | child_bits
+            subnodes = self._child_subnodes(level.subnodes, parents, child_bits, sub_trees, depth + 1)
+        return tree
+
+    def _children_runs(self, code, starts, ends, parents, depth, code_levels, k):
+        """Children of the splitting nodes [starts, ends) as runs of equal next-level bits.
+
+        The codes of a node's rows are sorted, so the dimension bits of the next level are split
+        one dimension at a time by binary search; empty halves are dropped before the next search.
+        Children with fewer rows than the hard LCF floor are dropped too: every threshold calls them
+        low, so they could neither split nor yield a bucket (a missing node means the same).
+        """
+        shift = (code_levels - 1 - depth) * k
+        prefix = np.zeros(starts.size, dtype=np.uint64)
+        if depth > 0:
+            prefix = code[starts] >> np.uint64(shift + k)
+        bits = np.zeros(starts.size, dtype=np.int64)
+        for dim in range(k):
+            remaining = k - 1 - dim
+            upper_bits = ((bits << 1) | 1) << remaining
+            threshold = ((prefix << np.uint64(k)) | upper_bits.astype(np.uint64)) << np.uint64(shift)
+            middle = np.clip(np.searchsorted(code, threshold), starts, ends)
+            starts = np.concatenate([starts, middle])
+            ends = np.concatenate([middle, ends])
+            prefix = np.concatenate([prefix, prefix])
+            parents = np.concatenate([parents, parents])
+            bits = np.concatenate([bits << 1, (bits << 1) | 1])
+            keep = ends > starts
+            starts, ends, prefix, parents, bits = (
+                starts[keep],
+                ends[keep],
+                prefix[keep],
+                parents[keep],
+                bits[keep],
+            )
+        keep = (ends - starts) >= self.anonymizer.params.low_count_params.low_threshold
+        starts, ends, parents, bits = starts[keep], ends[keep], parents[keep], bits[keep]
+        order = np.lexsort((bits, parents))
+        return starts[order], ends[order], parents[order], bits[order]
+
+    def _level(self, tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit):
+        k = tree.dims
+        n = starts.size
+        last = ends - 1
+        if k == 1:
+            singular_dims = (layout.sorted_first[starts] == layout.sorted_first[last]).astype(np.uint32)
+        else:
+            singular_dims = np.zeros(n, dtype=np.uint32)
+            for j, changes in enumerate(layout.changes):
+                same = changes[last] == changes[starts]
+                singular_dims |= same.astype(np.uint32) << np.uint32(j)
+        singular = singular_dims == np.uint32((1 << k) - 1)
+        rep_row = layout.order[starts]
+        rep_values = self.values[np.ix_(rep_row, list(tree.columns))]
+        width = tree.size / 2.0**depth
+        midpoints = tree.low[None, :] + (tree.cells(depth, rep_values) + 0.5) * width[None, :]
+        labels = np.where(singular[:, None], rep_values, midpoints)
+        seeds = np.full(n, np.uint64(tree.base_seed), dtype=np.uint64)
+        for j in range(k):
+            seeds ^= hash_floats(labels[:, j], j)
+        counts = self.anonymizer.count_ranges(layout.entities, starts, ends, seeds)
+        if k > 1:
+            stub = np.ones(n, dtype=bool)
+            for i, sub_tree in enumerate(sub_trees):
+                index = subnodes[:, i]
+                present = index >= 0
+                if depth >= len(sub_tree.levels):
+                    continue
+                sub_level = sub_tree.levels[depth]
+                safe = np.where(present, index, 0)
+                fails = np.where(
+                    sub_level.singular[safe], sub_level.singularity_low[safe], sub_level.range_low[safe]
+                )
+                stub &= ~present | sub_level.stub[safe] | fails
+            precise_enough = np.ones(n, dtype=bool)
+        else:
+            stub = np.zeros(n, dtype=bool)
+            precise_enough = (depth + depth_offset <= self.bucketization.precision_limit_depth_threshold) | (
+                counts.row_count >= row_limit
+            )
+        branch = ~singular & ~stub & ~counts.lcf_low & precise_enough
+        return TreeLevel(
+            key=key,
+            rep_row=rep_row,
+            singular_dims=singular_dims,
+            singular=singular,
+            lcf_low=counts.lcf_low,
+            singularity_low=counts.singularity_low,
+            range_low=counts.range_low,
+            stub=stub,
+            branch=branch,
+            noisy_count=counts.noisy_count,
+            subnodes=subnodes,
+        )
+
+    @staticmethod
+    def _child_subnodes(parent_subnodes, parents, child_bits, sub_trees, depth) -> np.ndarray:
+        k = len(sub_trees)
+        result = np.full((parents.size, k), -1, dtype=np.int32)
+        for i, sub_tree in enumerate(sub_trees):
+            if depth >= len(sub_tree.levels):
+                continue
+            parent_sub = parent_subnodes[parents, i].astype(np.int64)
+            dropped = k - 1 - i  # bit position of dimension i in the child bits
+            sub_bits = ((child_bits >> (dropped + 1)) << dropped) | (child_bits & ((1 << dropped) - 1))
+            target = (parent_sub << (k - 1)) | sub_bits
+            keys = sub_tree.levels[depth].key
+            found = np.minimum(np.searchsorted(keys, target), keys.size - 1)
+            ok = (parent_sub >= 0) & (keys[found] == target)
+            result[:, i] = np.where(ok, found, -1)
+        return result
+
+    def _row_limit(self, base_seed: int) -> int:
+        limit = self.row_count // self.bucketization.precision_limit_row_fraction
+        jitter = limit // 20
+        if jitter == 0:
+            return limit
+        return int(limit + self.salt.uniform_int(base_seed, "precision_limit", -jitter, jitter)[0])
+
+    def _push_down(self, column: int, base_seed: int, row_limit: int) -> int:
+        """Narrow the column's range while exactly one half of it is low; returns the levels pushed."""
+        values = self.values[:, column]
+        order = np.argsort(values, kind="stable")
+        sorted_values = values[order]
+        if sorted_values[0] == sorted_values[-1]:
+            return 0
+        root = self.anonymizer.count_nodes(
+            self.entities, order, np.zeros(1, np.int64), np.zeros(1, np.uint64)
+        )
+        if root.lcf_low[0]:
+            return 0
+        low, size = float(self.low[column]), float(self.size[column])
+        pushed = 0
+        while pushed < MAX_DEPTH - 1:
+            if pushed > self.bucketization.precision_limit_depth_threshold and self.row_count < row_limit:
+                break
+            middle = low + size / 2
+            split = int(np.searchsorted(sorted_values, middle, side="left"))
+            halves_low = [True, True]
+            present = [(0, split), (split, order.size)]
+            for half, (begin, end) in enumerate(present):
+                if end > begin:
+                    label = low + size / 4 + half * size / 2
+                    seed = np.array([base_seed], np.uint64) ^ hash_floats(np.array([label]), 0)
+                    counts = self.anonymizer.count_nodes(
+                        self.entities, order[begin:end], np.zeros(1, np.int64), seed
+                    )
+                    halves_low[half] = bool(counts.lcf_low[0])
+            if halves_low[0] == halves_low[1]:
+                break
+            if halves_low[0]:
+                low = middle
+            size /= 2
+            pushed += 1
+        self.low[column], self.size[column] = low, size
+        return pushed
+
+
+@dataclass
+class _SortedLayout:
+    """One tree's rows in code order, with prefix counts that make every node a pair of lookups."""
+
+    order: np.ndarray  # input row index per sorted position
+    code: np.ndarray  # uint64 interleaved cell bits, non-decreasing
+    changes: list[np.ndarray]  # per dimension: number of value changes up to each position
+    sorted_first: np.ndarray | None  # 1-dim trees: the sorted values themselves
+    entities: SortedEntities
+
+
+def _change_counts(sorted_values: np.ndarray) -> np.ndarray:
+    """changes[i] = number of positions p <= i with value[p] != value[p - 1].
+
+    A range [s, e] holds a single value iff changes[e] == changes[s], whatever the row order.
+    """
+    changes = np.zeros(sorted_values.size, dtype=np.int32)
+    np.cumsum(sorted_values[1:] != sorted_values[:-1], out=changes[1:])
+    return changes
+
+
+def _morton_code(units: np.ndarray, depth: int) -> np.ndarray:
+    """Interleaved cell bits of every row down to `depth` levels, as one uint64 per row.
+
+    1-dim trees use 62 levels (the float fraction itself); k-dim trees at most 63 // k levels, which
+    is also their depth limit. Within a level, dimension 0 is the most significant bit, so sorting
+    rows by the code puts every node's rows (at every depth) into one contiguous run.
+    """
+    rows, k = units.shape
+    if k == 1:
+        return np.floor(units[:, 0] * 2.0**MAX_DEPTH).astype(np.uint64)
+    table = _spread_table(k)
+    code = np.zeros(rows, dtype=np.uint64)
+    for j in range(k):
+        cell = np.floor(units[:, j] * 2.0**depth).astype(np.uint64)
+        for byte in range((depth + 7) // 8):
+            spread = table[(cell >> np.uint64(8 * byte)) & np.uint64(255)]
+            code |= spread << np.uint64(8 * byte * k + (k - 1 - j))
+    return code

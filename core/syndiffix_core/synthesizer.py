@@ -1,0 +1,157 @@
+"""The public entry point: `synthesize(df, aid_columns, salt=...)` -> anonymized synthetic DataFrame.
+
+Structure: encode columns -> hash entities -> build the forest -> plan clusters -> synthesize each
+cluster (harvest + microdata) -> assemble -> decode -> shuffle deterministically from the salt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .anonymizer import CountAnonymizer, Entities
+from .columns import ColumnKind, encode_frame
+from .errors import InvalidInputError
+from .forest import Forest
+from .microdata import Microdata, MicrodataBuilder
+from .noise import Salt, row_content_hashes
+from .params import AnonymizationParams, BucketizationParams, ClusteringParams
+
+Progress = Callable[[str, float], None]
+
+# 2^k - 1 trees per cluster: beyond this many columns a single cluster is not practical.
+MAX_SINGLE_CLUSTER_COLUMNS = 12
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """Which column sets are synthesized together (forest column indices), first one initial."""
+
+    clusters: tuple[tuple[int, ...], ...]
+
+
+@dataclass
+class SynthesisContext:
+    """Everything built once per table and shared by all clusters."""
+
+    data: pd.DataFrame  # the synthesized columns only (AID columns removed)
+    codecs: list
+    forest: Forest
+    microdata: MicrodataBuilder
+    salt: Salt
+    clustering: ClusteringParams
+    target_column: str | None
+
+
+def synthesize(
+    df: pd.DataFrame,
+    aid_columns: Sequence[str] | None = None,
+    *,
+    salt: bytes | str,
+    anonymization: AnonymizationParams | None = None,
+    bucketization: BucketizationParams | None = None,
+    clustering: ClusteringParams | None = None,
+    target_column: str | None = None,
+    column_kinds: Mapping[str, ColumnKind] | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """Anonymized synthetic copy of `df` (every non-AID column, input dtypes, rows shuffled)."""
+    report = progress or (lambda stage, fraction: None)
+    data, aid_frame = _split_columns(df, aid_columns, target_column)
+    secret = _check_salt(salt)
+    if len(data) == 0:
+        return data.iloc[0:0].reset_index(drop=True)
+    report("encode", 0.0)
+    codecs, matrix = encode_frame(data, column_kinds)
+    entities = _entities(data, aid_frame, secret)
+    anonymization = anonymization or AnonymizationParams()
+    bucketization = bucketization or BucketizationParams()
+    anonymizer = CountAnonymizer(anonymization, bucketization, secret)
+    report("forest", 0.1)
+    forest = Forest(matrix, [str(c) for c in data.columns], entities, anonymizer, bucketization, secret)
+    del matrix
+    context = SynthesisContext(
+        data=data,
+        codecs=codecs,
+        forest=forest,
+        microdata=MicrodataBuilder(forest, codecs),
+        salt=secret,
+        clustering=clustering or ClusteringParams(),
+        target_column=target_column,
+    )
+    plan = plan_clusters(context)
+    microtables = []
+    for number, cluster in enumerate(plan.clusters):
+        report("synthesize", 0.2 + 0.7 * number / len(plan.clusters))
+        microtables.append(context.microdata.materialize(cluster))
+    report("assemble", 0.9)
+    result = assemble(context, plan, microtables)
+    report("done", 1.0)
+    return result
+
+
+def plan_clusters(context: SynthesisContext) -> ClusterPlan:
+    """Single-cluster plan: every column is synthesized together."""
+    columns = tuple(range(context.forest.dims))
+    if len(columns) > MAX_SINGLE_CLUSTER_COLUMNS:
+        raise InvalidInputError(
+            f"{len(columns)} columns cannot be synthesized as one cluster (at most "
+            f"{MAX_SINGLE_CLUSTER_COLUMNS}); wide tables need clustering"
+        )
+    return ClusterPlan((columns,))
+
+
+def assemble(context: SynthesisContext, plan: ClusterPlan, microtables: list[Microdata]) -> pd.DataFrame:
+    """Combine the clusters' microdata into the output frame, in input column order, rows shuffled."""
+    if len(microtables) != 1:
+        raise InvalidInputError("assembling several clusters needs stitching")
+    table = microtables[0]
+    series_of = dict(zip(table.columns, table.values, strict=True))
+    frame = pd.DataFrame({context.codecs[j].name: series_of[j] for j in range(context.forest.dims)})
+    shuffle = context.salt.rng("shuffle", *map(str, context.data.columns)).permutation(len(frame))
+    return frame.iloc[shuffle].reset_index(drop=True)
+
+
+def _check_salt(salt: bytes | str) -> Salt:
+    if not isinstance(salt, bytes | bytearray | str):
+        raise InvalidInputError(f"salt must be bytes or str, got {type(salt).__name__}")
+    if len(salt) == 0:
+        raise InvalidInputError("salt must not be empty: it is the secret that makes the noise unpredictable")
+    return Salt.from_secret(bytes(salt) if not isinstance(salt, str) else salt)
+
+
+def _split_columns(df, aid_columns, target_column) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    if not isinstance(df, pd.DataFrame):
+        raise InvalidInputError(f"synthesize expects a pandas DataFrame, got {type(df).__name__}")
+    if isinstance(aid_columns, str):
+        aid_columns = [aid_columns]
+    aid_columns = list(aid_columns or [])
+    missing = [c for c in aid_columns if c not in df.columns]
+    if missing:
+        raise InvalidInputError(f"AID columns not in the table: {missing} (columns: {list(df.columns)})")
+    if len(set(aid_columns)) != len(aid_columns):
+        raise InvalidInputError(f"AID columns listed twice: {aid_columns}")
+    data = df.drop(columns=aid_columns)
+    if data.shape[1] == 0:
+        raise InvalidInputError("no columns to synthesize: every column is an AID column")
+    if target_column is not None and target_column not in data.columns:
+        raise InvalidInputError(f"target column {target_column!r} is not a synthesized column of the table")
+    aid_frame = df[aid_columns].reset_index(drop=True) if aid_columns else None
+    return data.reset_index(drop=True), aid_frame
+
+
+def _entities(data: pd.DataFrame, aid_frame: pd.DataFrame | None, salt: Salt) -> Entities:
+    if aid_frame is None:
+        return Entities((salt.hash_rows(row_content_hashes(data)),), None, None)
+    hashes, ids, entity_hashes = [], [], []
+    for column in aid_frame.columns:
+        codes, uniques = pd.factorize(aid_frame[column], sort=True, use_na_sentinel=True)
+        unique_hashes = salt.hash_entities(pd.Series(np.asarray(uniques, dtype=object)))
+        row_hashes = np.r_[unique_hashes, np.uint64(0)][codes]  # code -1 (null) -> 0
+        hashes.append(row_hashes.astype(np.uint64))
+        ids.append(codes.astype(np.int64))
+        entity_hashes.append(unique_hashes)
+    return Entities(tuple(hashes), tuple(ids), tuple(entity_hashes))

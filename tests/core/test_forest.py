@@ -1,0 +1,128 @@
+import numpy as np
+import pytest
+
+from syndiffix_core.anonymizer import CountAnonymizer, Entities
+from syndiffix_core.forest import Forest, null_mapping, snap_range
+from syndiffix_core.noise import Salt
+from syndiffix_core.params import AnonymizationParams, BucketizationParams
+
+
+def make_forest(matrix, salt="s", bucketization=None):
+    matrix = np.asarray(matrix, dtype=np.float64)
+    secret = Salt.from_secret(salt)
+    bucketization = bucketization or BucketizationParams()
+    entities = Entities((secret.hash_rows(np.arange(matrix.shape[0], dtype=np.uint64)),), None, None)
+    anonymizer = CountAnonymizer(AnonymizationParams(), bucketization, secret)
+    names = [f"c{j}" for j in range(matrix.shape[1])]
+    return Forest(matrix, names, entities, anonymizer, bucketization, secret)
+
+
+@pytest.mark.parametrize(
+    ("low", "high"), [(0.0, 1.0), (3.0, 5.0), (-7.5, 100.0), (0.3, 0.30001), (5.0, 5.0), (-1e9, 2e9)]
+)
+def test_snapped_range_is_an_aligned_power_of_two_covering_the_values(low, high):
+    start, size = snap_range(low, high)
+    assert start <= low and high < start + size
+    assert 2.0 ** np.round(np.log2(size)) == size
+    assert start / (size / 2) == np.floor(start / (size / 2))
+
+
+def test_null_mapping_lies_outside_the_values():
+    assert null_mapping(np.array([1.0, 4.0, np.nan])) == 8.0
+    assert null_mapping(np.array([-3.0, -1.0])) == -6.0
+    assert null_mapping(np.array([0.0, 0.0])) == 1.0
+    assert null_mapping(np.array([np.nan])) == 1.0
+
+
+def _check_tree_invariants(forest, columns):
+    tree = forest.tree(columns)
+    k = tree.dims
+    for depth in range(1, len(tree.levels)):
+        level, parent_level = tree.levels[depth], tree.levels[depth - 1]
+        parents = level.key >> k
+        assert np.all(np.diff(level.key) > 0), "keys sorted and unique"
+        assert parent_level.branch[parents].all(), "only branches have children"
+        assert not (parent_level.singular | parent_level.stub | parent_level.lcf_low)[parents].any()
+        # children's ranges lie inside their parent's
+        child_low, child_high = tree.node_ranges(forest, depth, np.arange(level.size))
+        parent_low, parent_high = tree.node_ranges(forest, depth - 1, parents)
+        assert np.all(child_low >= parent_low - 1e-12) and np.all(child_high <= parent_high + 1e-12)
+
+
+def test_tree_structure_invariants_on_correlated_data():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=3000)
+    matrix = np.c_[x, 2 * x + rng.normal(size=3000) * 0.1, rng.integers(0, 4, 3000)]
+    forest = make_forest(matrix)
+    for columns in [(0,), (1,), (2,), (0, 1), (0, 2), (0, 1, 2)]:
+        _check_tree_invariants(forest, columns)
+
+
+def test_subnodes_cover_the_same_ranges():
+    rng = np.random.default_rng(4)
+    matrix = rng.normal(size=(4000, 2))
+    forest = make_forest(matrix)
+    tree = forest.tree((0, 1))
+    checked = 0
+    for depth, level in enumerate(tree.levels):
+        low, high = tree.node_ranges(forest, depth, np.arange(level.size))
+        for i, sub_columns in enumerate([(1,), (0,)]):  # subnode i drops dimension i
+            sub_tree = forest.tree(sub_columns)
+            present = np.flatnonzero(level.subnodes[:, i] >= 0)
+            if present.size == 0:
+                continue
+            sub_low, sub_high = sub_tree.node_ranges(forest, depth, level.subnodes[present, i])
+            kept = 1 - i
+            singular = sub_low[:, 0] == sub_high[:, 0]
+            assert np.all((sub_low[:, 0] <= low[present, kept]) | singular)
+            assert np.all((high[present, kept] <= sub_high[:, 0]) | singular)
+            checked += present.size
+    assert checked > 100
+
+
+def test_singular_nodes_do_not_split_and_keep_their_point():
+    matrix = np.r_[np.full(50, 7.0), np.linspace(0, 100, 200)][:, None]
+    forest = make_forest(matrix)
+    tree = forest.tree((0,))
+    points = []
+    for depth, level in enumerate(tree.levels):
+        assert not (level.singular & level.branch).any()
+        nodes = np.flatnonzero(level.singular & ~level.lcf_low)
+        low, high = tree.node_ranges(forest, depth, nodes)
+        points.extend(low[low == high])
+    assert 7.0 in points
+
+
+def test_push_down_anonymizes_a_lone_outlier():
+    values = np.r_[np.random.default_rng(5).uniform(0, 10, 2000), 1000.0]
+    forest = make_forest(values[:, None])
+    low, size = forest.column_range(0)
+    assert low + size <= 16.0  # the single outlier does not stretch the range
+    assert forest.tree((0,)).levels[0].noisy_count[0] > 1900  # but its row still counts
+
+
+def test_precision_limit_stops_deep_1dim_splits_of_small_nodes():
+    values = np.random.default_rng(6).uniform(0, 1, 30_000)
+
+    def params(depth):
+        return BucketizationParams(precision_limit_depth_threshold=depth, precision_limit_row_fraction=100)
+
+    limited = make_forest(values[:, None], bucketization=params(4))  # row limit 300 +- 15 below depth 4
+    free = make_forest(values[:, None], bucketization=params(40))
+    assert len(limited.tree((0,)).levels) <= 8  # 30000 / 2^7 < 300
+    assert len(limited.tree((0,)).levels) < len(free.tree((0,)).levels)
+
+
+def test_forest_is_deterministic_and_salt_dependent():
+    matrix = np.random.default_rng(7).normal(size=(2000, 2))
+    a, b, c = make_forest(matrix, "x"), make_forest(matrix, "x"), make_forest(matrix, "y")
+    counts = [f.tree((0, 1)).levels[3].noisy_count for f in (a, b, c)]
+    np.testing.assert_array_equal(counts[0], counts[1])
+    assert not np.array_equal(counts[0], counts[2])
+
+
+def test_nulls_get_their_own_region():
+    values = np.r_[np.arange(100.0), np.full(40, np.nan)]
+    forest = make_forest(values[:, None])
+    assert forest.null_values[0] == 198.0
+    assert np.all(forest.values[100:, 0] == 198.0)

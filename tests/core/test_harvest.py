@@ -1,0 +1,54 @@
+import numpy as np
+from test_forest import make_forest
+
+from syndiffix_core.harvest import Harvester
+
+
+def _inside(buckets, forest, columns):
+    lows = np.array([forest.low[j] for j in columns])
+    highs = lows + np.array([forest.size[j] for j in columns])
+    return np.all(buckets.low >= lows - 1e-9) and np.all(buckets.high <= highs + 1e-9)
+
+
+def test_1dim_buckets_add_up_to_the_root_count_and_stay_in_range():
+    values = np.random.default_rng(1).normal(size=(5000, 1))
+    forest = make_forest(values)
+    buckets = Harvester(forest).harvest((0,))
+    root = forest.tree((0,)).levels[0].noisy_count[0]
+    assert abs(int(buckets.count.sum()) - root) <= 1
+    assert _inside(buckets, forest, (0,))
+    assert np.all(buckets.low <= buckets.high)
+
+
+def test_multi_dim_buckets_add_up_and_follow_the_data():
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0, 1, 8000)
+    matrix = np.c_[x, x + rng.normal(0, 0.02, 8000), rng.integers(0, 3, 8000)]
+    forest = make_forest(matrix)
+    buckets = Harvester(forest).harvest((0, 1, 2))
+    root = forest.tree((0, 1, 2)).levels[0].noisy_count[0]
+    assert abs(int(buckets.count.sum()) - root) <= 1
+    assert _inside(buckets, forest, (0, 1, 2))
+    centers = (buckets.low + buckets.high) / 2
+    weights = buckets.count
+    corr = np.corrcoef(np.repeat(centers[:, 0], weights), np.repeat(centers[:, 1], weights))[0, 1]
+    assert corr > 0.95
+    # the integer column is harvested as exact points
+    assert set(np.unique(buckets.low[:, 2])) <= {0.0, 1.0, 2.0}
+    assert np.all(buckets.low[:, 2] == buckets.high[:, 2])
+
+
+def test_rare_points_are_not_harvested():
+    values = np.r_[np.full(300, 1.0), np.full(300, 2.0), [3.0]][:, None]
+    forest = make_forest(values)
+    buckets = Harvester(forest).harvest((0,))
+    assert not np.any((buckets.low <= 3.0) & (buckets.high > 3.0) & (buckets.low == buckets.high))
+    assert set(buckets.low[buckets.singular[:, 0], 0]) == {1.0, 2.0}
+
+
+def test_harvest_is_deterministic():
+    matrix = np.random.default_rng(3).normal(size=(3000, 2))
+    first = Harvester(make_forest(matrix)).harvest((0, 1))
+    second = Harvester(make_forest(matrix)).harvest((0, 1))
+    np.testing.assert_array_equal(first.low, second.low)
+    np.testing.assert_array_equal(first.count, second.count)

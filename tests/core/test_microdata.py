@@ -1,0 +1,40 @@
+import numpy as np
+import pandas as pd
+from test_forest import make_forest
+
+from syndiffix_core.columns import encode_frame
+from syndiffix_core.microdata import MicrodataBuilder
+
+
+def _builder(frame):
+    codecs, matrix = encode_frame(frame)
+    return MicrodataBuilder(make_forest(matrix), codecs)
+
+
+def test_strings_exact_when_frequent_masked_when_rare():
+    frequent = [f"town_{i:02d}" for i in range(8)]
+    rare = [f"village_{i:03d}" for i in range(40)]  # each once: never safe to show
+    values = np.r_[np.repeat(frequent, 200), rare]
+    builder = _builder(pd.DataFrame({"place": values}))
+    data = builder.materialize((0,))
+    out = data.values[0]
+    assert set(out) - set(frequent) - {None}, "rare values are still represented"
+    assert not set(out) & set(rare)
+    masked = [v for v in out if v not in frequent]
+    assert all("*" in v for v in masked)
+
+
+def test_floats_and_typed_values_agree():
+    frame = pd.DataFrame({"n": np.arange(3000) % 50, "r": np.linspace(0, 1, 3000)})
+    data = _builder(frame).materialize((0, 1))
+    assert data.values[0].dtype == frame["n"].dtype
+    np.testing.assert_allclose(np.rint(data.floats[:, 0]), data.values[0].to_numpy(), atol=1)
+    assert data.row_count == len(data.values[1])
+
+
+def test_nulls_come_back_as_nulls():
+    values = pd.Series([1.5, 2.5, None] * 500, dtype="Float64")
+    data = _builder(pd.DataFrame({"v": values})).materialize((0,))
+    share = data.values[0].isna().mean()
+    assert 0.25 < share < 0.42
+    assert np.isnan(data.floats[:, 0]).mean() == share
