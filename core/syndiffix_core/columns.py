@@ -593,6 +593,10 @@ def _factorize_strings(series: pd.Series) -> tuple[np.ndarray, np.ndarray, np.nd
         values = series.to_numpy(dtype=object)[~null]
         codes, uniques = pd.factorize(values)
         uniques = np.asarray(uniques, dtype=object)
+        # pandas < 3 hashes object strings as C strings, so "a" and "a\x00b" collide; one cheap
+        # elementwise comparison catches that, and the exact sort-based np.unique takes over.
+        if not np.array_equal(uniques[codes], values):
+            uniques, codes = np.unique(values, return_inverse=True)
     not_str = np.array([not isinstance(u, str) for u in uniques], dtype=bool)
     if not_str.any():
         if isinstance(series.dtype, pd.CategoricalDtype):
@@ -814,7 +818,7 @@ def _fit(series: pd.Series) -> tuple[ColumnCodec, np.ndarray]:
     if isinstance(dtype, pd.CategoricalDtype):
         category_kind = infer_dtype(dtype.categories, skipna=True)
         if category_kind not in ("string", "empty"):
-            raise _unsupported(
+            raise _unsupported_dtype(
                 series,
                 f"only categories of strings are supported (these are {category_kind}); "
                 "cast the column to its categories' dtype",
@@ -830,17 +834,23 @@ def _fit(series: pd.Series) -> tuple[ColumnCodec, np.ndarray]:
         return RealCodec.fit(series)
     if isinstance(dtype, pd.DatetimeTZDtype) or (isinstance(dtype, np.dtype) and dtype.kind == "M"):
         if np.datetime_data(_naive_numpy_dtype(dtype))[0] not in _UNITS_PER_SECOND:
-            raise _unsupported(series, "datetime64 units other than s, ms, us, ns are not supported")
+            raise _unsupported_dtype(series, "datetime64 units other than s, ms, us, ns are not supported")
         return TimestampCodec.fit(series)
     if isinstance(dtype, pd.StringDtype):
         return StringCodec.fit(series)
     if _is_object(dtype):
         return _fit_object(series)
-    raise _unsupported(
+    raise _unsupported_dtype(
         series,
         "dtype not supported (supported: bool, int, float, decimal, string, category of strings, "
         "datetime64, date, time)",
     )
+
+
+def _unsupported_dtype(series: pd.Series, reason: str) -> UnsupportedColumnError:
+    """The whole dtype is at fault; still show the first non-null value so the user can recognise it."""
+    present = np.flatnonzero(~_null_mask(series))
+    return _unsupported(series, reason, int(present[0]) if present.size else None)
 
 
 def _fit_object(series: pd.Series) -> tuple[ColumnCodec, np.ndarray]:
@@ -923,7 +933,7 @@ def encode_frame(
     codecs: list[ColumnCodec] = []
     matrix = np.empty((len(df), len(df.columns)), dtype=np.float64, order="F")
     for position, column in enumerate(df.columns):
-        codec, encoded = _fit_with_kind(df[column].reset_index(drop=True), kinds.get(column))
+        codec, encoded = _fit_with_kind(df[column], kinds.get(column))
         codecs.append(codec)
         matrix[:, position] = encoded
     return codecs, matrix

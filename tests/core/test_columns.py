@@ -325,6 +325,14 @@ def test_string_ordering_is_code_point_order():
     assert codec.strings.tolist() == sorted(values, key=lambda s: [ord(c) for c in s])
 
 
+def test_strings_with_nul_characters_stay_distinct():
+    series = pd.Series(["", "\x00", "a\x00b", "a\x00c", "a", None, "a\x00b"], dtype=object)
+    codec = codec_for(series)
+    assert codec.strings.tolist() == ["", "\x00", "a", "a\x00b", "a\x00c"]
+    np.testing.assert_array_equal(codec.encode(series), [0, 1, 3, 4, 2, np.nan, 3])
+    pd.testing.assert_series_equal(codec.decode(codec.encode(series)), series)
+
+
 def test_unicode_and_very_long_strings_round_trip():
     long_a = "α" * 200_000
     long_b = long_a + "β"
@@ -421,19 +429,38 @@ def test_bad_values_raise_naming_column_dtype_value_and_row(series, value_text, 
 
 
 @pytest.mark.parametrize(
-    "series",
+    ("series", "value_text"),
     [
-        pd.Series(pd.to_timedelta([1, 2], unit="s")),
-        pd.Series([1 + 2j]),
-        pd.Series(pd.period_range("2020-01", periods=2, freq="M")),
-        pd.Series(pd.Categorical([1, 2])),
+        (
+            pd.Series([None, pd.Timedelta(seconds=1)], index=["a", "b"], dtype="timedelta64[ns]"),
+            "Timedelta('0 days 00:00:01')",
+        ),
+        (pd.Series([1 + 2j, 3j], index=["b", "c"]), "(1+2j)"),
+        (
+            pd.Series(pd.period_range("2020-01", periods=2, freq="M"), index=["b", "c"]),
+            "Period('2020-01', 'M')",
+        ),
+        (pd.Series(pd.Categorical([None, 1, 2]), index=["a", "b", "c"]), "1"),
     ],
 )
-def test_unsupported_dtypes_raise_naming_column_and_dtype(series):
+def test_unsupported_dtypes_raise_naming_column_dtype_and_first_value(series, value_text):
     with pytest.raises(UnsupportedColumnError) as caught:
         codec_for(series.rename("weird"))
-    assert "'weird'" in str(caught.value)
-    assert str(series.dtype) in str(caught.value)
+    message = str(caught.value)
+    assert "'weird'" in message
+    assert str(series.dtype) in message
+    assert f"first offending value {value_text} at row 'b'" in message
+
+
+def test_unsupported_dtype_of_an_empty_column_names_column_and_dtype():
+    with pytest.raises(UnsupportedColumnError, match=r"'weird' \(dtype timedelta64\[ns\]\)"):
+        codec_for(pd.Series([], dtype="timedelta64[ns]", name="weird"))
+
+
+def test_encode_frame_errors_name_the_frames_own_row_labels():
+    df = pd.DataFrame({"v": pd.Series([1.0, np.inf], index=["first", "second"])})
+    with pytest.raises(UnsupportedColumnError, match="at row 'second'"):
+        encode_frame(df)
 
 
 def test_encode_rejects_strings_the_codec_was_not_fitted_on():
@@ -598,9 +625,9 @@ def test_property_decode_in_ranges_labels_are_longest_common_prefix_star_index(v
 
 def test_microsecond_timestamps_round_trip_up_to_2072():
     edge = pd.Series(
-        pd.to_datetime(
-            ["2072-03-14 23:59:59.999999", "2072-03-01 12:34:56.000001", "1528-01-01 00:00:00.000001"]
-        ),
-        dtype="datetime64[us]",
+        np.array(
+            ["2072-03-14T23:59:59.999999", "2072-03-01T12:34:56.000001", "1528-01-01T00:00:00.000001"],
+            dtype="datetime64[us]",
+        )
     )
     pd.testing.assert_series_equal(round_trip(edge), edge)
