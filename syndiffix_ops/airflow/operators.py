@@ -1,0 +1,335 @@
+"""SyntheticTableOperator: one configured table (or one column set of it) -> its synthetic copy.
+
+A thin shell over `syndiffix_ops.pipeline.run_table`. What it adds is what only Airflow has:
+connections (turned into SQLAlchemy engines without ever printing a credential), the salt from a
+connection or a Variable (masked in logs, never a template field, never in XCom), templating, retries,
+Asset events for every table written, and OpenLineage facets.
+
+The module imports only the Task SDK at the top: DAG files import it on every parse, so the warehouse
+layer (pandas, SQLAlchemy, the engines) is imported inside `execute`, on the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import AssetAlias, BaseOperator
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from syndiffix_ops.config import PipelineConfig
+    from syndiffix_ops.pipeline import TableRunResult
+
+# Airflow connection types -> SQLAlchemy drivers the warehouse layer is tested with. A connection's
+# extra {"sqlalchemy_scheme": "..."} picks another driver.
+_SQLALCHEMY_DRIVERS = {
+    "postgres": "postgresql+psycopg",
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mysql+pymysql",
+    "sqlite": "sqlite",
+}
+
+
+class SyntheticTableOperator(BaseOperator):
+    """Synthesize one table of a syndiffix-ops YAML config into the target warehouse.
+
+    :param config_path: the YAML config (read on the worker when the task runs, not at parse time).
+    :param table: the table entry's name (its `name`, else its target, else its source).
+    :param column_set: write only this column set of the table (the DAG factory maps one task per set).
+    :param source_conn_id: Airflow connection of the source; default the config's `source_conn_id`.
+    :param target_conn_id: Airflow connection of the target; default the config's `target_conn_id`.
+    :param salt_conn_id: connection whose password is the salt.
+    :param salt_variable: Variable holding the salt (used when no salt_conn_id is given). With neither,
+        the pipeline reads the environment variable named by the config's `salt_env`.
+    :param report_dir: folder for the HTML quality reports; default the config's `report_dir`.
+
+    Assets: when `outlets` holds an AssetAlias, every table written is added to it as an Asset named the
+    way the Postgres provider names tables (postgres://host:port/database/schema/table), one event per
+    table per run. Declare either the alias or fixed Assets, not both, or events are emitted twice.
+    """
+
+    template_fields: Sequence[str] = (
+        "config_path",
+        "table",
+        "column_set",
+        "source_conn_id",
+        "target_conn_id",
+        "report_dir",
+    )
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        config_path: str,
+        table: str,
+        column_set: str | None = None,
+        source_conn_id: str | None = None,
+        target_conn_id: str | None = None,
+        salt_conn_id: str | None = None,
+        salt_variable: str | None = None,
+        report_dir: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Synthesis is CPU-bound: it holds a worker slot for its whole run, there is nothing to defer.
+        super().__init__(**kwargs)
+        self.config_path = str(config_path)
+        self.table = table
+        self.column_set = column_set
+        self.source_conn_id = source_conn_id
+        self.target_conn_id = target_conn_id
+        self.salt_conn_id = salt_conn_id
+        self.salt_variable = salt_variable
+        self.report_dir = report_dir
+        self._written: list[TableRunResult] = []
+        self._source_url: sa.URL | None = None
+        self._target_url: sa.URL | None = None
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        import sqlalchemy as sa
+
+        from syndiffix_ops.config import load_config
+        from syndiffix_ops.pipeline import AirflowIds, run_table
+
+        config = load_config(self.config_path)
+        table = _table_for_task(config, self.table, self.column_set)
+        source_conn_id = self.source_conn_id or config.source_conn_id
+        target_conn_id = self.target_conn_id or config.target_conn_id
+        self._source_url = (
+            connection_url(source_conn_id) if source_conn_id else sa.make_url(config.source_url())
+        )
+        self._target_url = (
+            connection_url(target_conn_id) if target_conn_id else sa.make_url(config.target_url())
+        )
+        ti = context["ti"]
+        source = sa.create_engine(self._source_url)
+        target = sa.create_engine(self._target_url)
+        try:
+            self._written = run_table(
+                config,
+                table,
+                source=source,
+                target=target,
+                run_id=context["run_id"],
+                airflow=AirflowIds(dag_id=ti.dag_id, task_id=ti.task_id, run_id=context["run_id"]),
+                salt=self._salt(),
+                report_dir=self.report_dir,
+            )
+        finally:
+            source.dispose()
+            target.dispose()
+        self._emit_asset_events(context)
+        return [_summary(result) for result in self._written]
+
+    def _salt(self) -> bytes | None:
+        from airflow.sdk import BaseHook, Variable
+        from airflow.sdk.log import mask_secret
+
+        if self.salt_conn_id:
+            salt = BaseHook.get_connection(self.salt_conn_id).password
+            where = f"the password of connection {self.salt_conn_id!r}"
+        elif self.salt_variable:
+            salt = Variable.get(self.salt_variable, default=None)
+            where = f"Variable {self.salt_variable!r}"
+        else:
+            return None  # run_table reads the environment variable named by salt_env
+        if not salt:
+            raise ValueError(f"the salt is empty: set {where} to a long random secret")
+        mask_secret(salt)
+        return salt.encode()
+
+    def _emit_asset_events(self, context: Any) -> None:
+        aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
+        if not aliases or self._target_url is None:
+            return
+        from airflow.sdk import Asset
+
+        events = context["outlet_events"][aliases[0]]
+        for result in self._written:
+            schema, name = _split_qualified(result.target_table, default_schema=None)
+            uri = asset_uri(self._target_url, schema, name)
+            events.add(
+                Asset(uri=uri, name=uri),
+                extra={"rows": result.rows_written, "lineage_id": result.lineage_id},
+            )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any):
+        """Input and output datasets with schema facets and column lineage for each table written."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+        from openlineage.client.event_v2 import InputDataset, OutputDataset
+        from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
+
+        if not self._written or self._source_url is None or self._target_url is None:
+            return OperatorLineage()
+        inputs: dict[tuple[str, str], InputDataset] = {}
+        outputs = []
+        for result in self._written:
+            source_ns, source_name = openlineage_dataset(self._source_url, result.source_table)
+            target_ns, target_name = openlineage_dataset(self._target_url, result.target_table)
+            inputs.setdefault(
+                (source_ns, source_name),
+                InputDataset(
+                    namespace=source_ns,
+                    name=source_name,
+                    facets={"schema": _schema_facet(schema_dataset, result.input_columns)},
+                ),
+            )
+            aid_inputs = [
+                column_lineage_dataset.InputField(
+                    namespace=source_ns,
+                    name=source_name,
+                    field=aid,
+                    transformations=[
+                        column_lineage_dataset.Transformation(
+                            type="INDIRECT",
+                            subtype="FILTER",
+                            description="AID column: decides suppression and noise, not output",
+                            masking=True,
+                        )
+                    ],
+                )
+                for aid in result.aid_columns
+            ]
+            fields = {
+                column.name: column_lineage_dataset.Fields(
+                    inputFields=[
+                        column_lineage_dataset.InputField(
+                            namespace=source_ns,
+                            name=source_name,
+                            field=column.name,
+                            transformations=[
+                                column_lineage_dataset.Transformation(
+                                    type="DIRECT",
+                                    subtype="TRANSFORMATION",
+                                    description=f"anonymized synthesis ({result.engine})",
+                                    masking=True,
+                                )
+                            ],
+                        )
+                    ],
+                    transformationDescription=f"anonymized synthesis ({result.engine})",
+                    transformationType="MASKED",
+                )
+                for column in result.output_columns
+            }
+            outputs.append(
+                OutputDataset(
+                    namespace=target_ns,
+                    name=target_name,
+                    facets={
+                        "schema": _schema_facet(schema_dataset, result.output_columns),
+                        "columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(
+                            fields=fields, dataset=aid_inputs
+                        ),
+                    },
+                )
+            )
+        return OperatorLineage(inputs=list(inputs.values()), outputs=outputs)
+
+
+def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
+    """The table entry, narrowed to one column set when the task writes only that set."""
+    from syndiffix_ops.config import ConfigError
+
+    table = config.table(name)
+    if column_set is None:
+        return table
+    if column_set not in table.column_sets:
+        raise ConfigError(
+            [
+                f"{config.config_path}: table {name!r} has no column set {column_set!r} "
+                f"(column sets: {sorted(table.column_sets)})"
+            ]
+        )
+    return table.model_copy(update={"column_sets": {column_set: table.column_sets[column_set]}})
+
+
+def connection_url(conn_id: str) -> sa.URL:
+    """A SQLAlchemy URL object from an Airflow connection; the password stays inside the URL object
+    (whose str() hides it) and Airflow masks it in task logs."""
+    import sqlalchemy as sa
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    extra = conn.extra_dejson or {}
+    driver = extra.get("sqlalchemy_scheme") or _SQLALCHEMY_DRIVERS.get((conn.conn_type or "").lower())
+    if driver is None:
+        raise ValueError(
+            f"connection {conn_id!r} has type {conn.conn_type!r}; syndiffix-ops reads postgres, mysql and "
+            'sqlite connections, or set {"sqlalchemy_scheme": "dialect+driver"} in its extra'
+        )
+    if driver.startswith("sqlite"):
+        # Airflow's sqlite connections keep the file path in host (or in schema when host is empty).
+        return sa.URL.create(driver, database=conn.host or conn.schema or None)
+    query = {key: str(value) for key, value in extra.items() if key != "sqlalchemy_scheme"}
+    return sa.URL.create(
+        driver,
+        username=conn.login or None,
+        password=conn.password or None,
+        host=conn.host or None,
+        port=conn.port or None,
+        database=conn.schema or None,
+        query=query,
+    )
+
+
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
+
+
+def _split_qualified(qualified: str, default_schema: str | None) -> tuple[str | None, str]:
+    schema, _, name = qualified.rpartition(".")
+    return (schema or default_schema), name
+
+
+def _authority(url: sa.URL) -> str:
+    backend = url.get_backend_name()
+    return f"{url.host or 'localhost'}:{url.port or _DEFAULT_PORTS.get(backend, 0)}"
+
+
+def openlineage_dataset(url: sa.URL, qualified_table: str) -> tuple[str, str]:
+    """(namespace, name) as the OpenLineage naming spec and the SQL providers form them: PostgreSQL
+    postgres://host:port and database.schema.table; MySQL mysql://host:port and database.table."""
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        schema, name = _split_qualified(qualified_table, default_schema="public")
+        return f"postgres://{_authority(url)}", f"{url.database}.{schema}.{name}"
+    if backend in ("mysql", "mariadb"):
+        schema, name = _split_qualified(qualified_table, default_schema=url.database)
+        return f"mysql://{_authority(url)}", f"{schema}.{name}"
+    if backend == "sqlite":
+        return f"sqlite://{url.database}", qualified_table
+    return f"{backend}://{_authority(url)}", f"{url.database}.{qualified_table}"
+
+
+def asset_uri(url: sa.URL, schema: str | None, table: str) -> str:
+    """The Asset URI the Postgres (and MySQL) providers use for a table, so Assets from this operator
+    and from SQL operators on the same table are one Asset."""
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        return f"postgres://{_authority(url)}/{url.database}/{schema or 'public'}/{table}"
+    if backend in ("mysql", "mariadb"):
+        return f"mysql://{_authority(url)}/{schema or url.database}/{table}"
+    if backend == "sqlite":
+        return f"sqlite://{url.database}/{table}"
+    return f"{backend}://{_authority(url)}/{url.database}/{schema}/{table}"
+
+
+def _schema_facet(schema_dataset, columns):
+    return schema_dataset.SchemaDatasetFacet(
+        fields=[schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.sql_type) for c in columns]
+    )
+
+
+def _summary(result: TableRunResult) -> dict[str, Any]:
+    """What goes to XCom: enough to find the table and its lineage row, nothing secret."""
+    return {
+        "table": result.table,
+        "column_set": result.column_set,
+        "target_table": result.target_table,
+        "rows_written": result.rows_written,
+        "lineage_id": result.lineage_id,
+        "report_path": str(result.report_path) if result.report_path else None,
+    }
