@@ -233,14 +233,10 @@ class BooleanCodec(ColumnCodec):
         if _is_object(series.dtype):
             null = _null_mask(series)
             values = series.to_numpy(dtype=object)
-            bad = ~null & ~np.isin(values, [True, False])
-            # np.isin compares by ==, which lets 1/0 through; booleans must be real bools.
-            if not bad.any():
-                types = {type(v) for v in pd.unique(values[~null])}
-                if not types <= {bool, np.bool_}:
-                    bad = ~null & np.array([not isinstance(v, bool | np.bool_) for v in values])
-            if bad.any():
-                raise _unsupported(series, "expected only booleans and nulls", _first_position(bad))
+            # infer_dtype is strict: 1 and 0 are not booleans, although 1 == True.
+            if infer_dtype(values, skipna=True) not in ("boolean", "empty"):
+                position = _first_value_of_other_type(series, null)
+                raise _unsupported(series, "expected only booleans and nulls", position)
             out = np.full(len(values), np.nan)
             out[~null] = values[~null].astype(bool)
             return out
@@ -291,8 +287,9 @@ class IntegerCodec(ColumnCodec):
             try:
                 out[~null] = present.astype(np.int64)
             except OverflowError:
-                bad = ~null & np.array([not (-(2**63) <= v < 2**63) for v in values], dtype=bool)
-                raise _unsupported(series, "integer outside the int64 range", _first_position(bad)) from None
+                too_big = [not (-(2**63) <= v < 2**63) for v in present]  # error path only
+                position = np.flatnonzero(~null)[_first_position(np.array(too_big))]
+                raise _unsupported(series, "integer outside the int64 range", int(position)) from None
             return out
         out = _floats(series)
         if self._numpy_dtype.kind == "f":

@@ -406,6 +406,7 @@ def test_decode_in_ranges_rejects_ranges_outside_the_strings():
         (pd.Series([1.0, np.inf], dtype="float32"), "inf", "1", "float32"),
         (pd.Series([D("1.5"), D("Infinity")], dtype=object), "Decimal('Infinity')", "1", "object"),
         (pd.Series([True, 1], dtype=object), "1", "1", "object"),
+        (pd.Series([None, 5, 2**70], dtype=object), str(2**70), "2", "object"),
         (
             pd.Series([dt.date(2020, 1, 1), dt.datetime(2020, 1, 2)], dtype=object),
             "datetime.datetime",
@@ -461,6 +462,15 @@ def test_encode_frame_errors_name_the_frames_own_row_labels():
     df = pd.DataFrame({"v": pd.Series([1.0, np.inf], index=["first", "second"])})
     with pytest.raises(UnsupportedColumnError, match="at row 'second'"):
         encode_frame(df)
+
+
+def test_encode_checks_values_again():
+    booleans = codec_for(pd.Series([True, None], dtype=object, name="b"))
+    with pytest.raises(UnsupportedColumnError, match="first offending value 1 at row 1"):
+        booleans.encode(pd.Series([False, 1], dtype=object, name="b"))
+    reals = codec_for(pd.Series([1.5], name="r"))
+    with pytest.raises(UnsupportedColumnError, match="inf at row 0"):
+        reals.encode(pd.Series([np.inf], name="r"))
 
 
 def test_encode_rejects_strings_the_codec_was_not_fitted_on():
@@ -631,3 +641,48 @@ def test_microsecond_timestamps_round_trip_up_to_2072():
         )
     )
     pd.testing.assert_series_equal(round_trip(edge), edge)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.sampled_from(["x", "y", "zz", "Ω"])), max_size=30),
+    st.booleans(),
+)
+def test_property_categories_round_trip_with_their_exact_dtype(values, ordered):
+    dtype = pd.CategoricalDtype(["zz", "x", "unused", "Ω", "y"], ordered=ordered)
+    series = pd.Series(values, dtype=dtype)
+    decoded = round_trip(series)
+    assert decoded.dtype == dtype
+    pd.testing.assert_series_equal(decoded, series)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(st.none(), st.decimals(min_value=-(10**9), max_value=10**9, places=2, allow_nan=False)),
+        max_size=30,
+    )
+)
+def test_property_numeric_10_2_decimals_round_trip(values):
+    series = pd.Series(values, dtype=object)
+    decoded = round_trip(series)
+    assert decoded.dtype == object
+    assert [None if v is None else str(v) for v in decoded] == [
+        None if v is None else str(v.quantize(D("0.01"))) for v in values
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.dates(), st.times()), max_size=30))
+def test_property_dates_and_times_round_trip(values):
+    dates = pd.Series([v for v in values if not isinstance(v, dt.time)], dtype=object)
+    times = pd.Series([v for v in values if not isinstance(v, dt.date)], dtype=object)
+    pd.testing.assert_series_equal(round_trip(dates), dates)
+    pd.testing.assert_series_equal(round_trip(times), times)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.booleans()), max_size=30))
+def test_property_nullable_booleans_round_trip(values):
+    series = pd.Series(values, dtype="boolean")
+    pd.testing.assert_series_equal(round_trip(series), series)
