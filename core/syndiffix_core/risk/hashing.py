@@ -31,8 +31,9 @@ whose SQL types differ), while ``"3"`` and ``3`` do not. Value hashes use ``VALU
 ``ID_SEED``: the KMV level selects values by small hash, and the independent id hash keeps the HLL
 level unbiased even when the id column is the value column.
 
-Strings are hashed column-wise over fixed-width UTF-32 blocks (no per-row Python); other Python objects
-(dates, Decimals, bytes, times, mixtures) are factorized first and hashed per distinct value.
+Strings are hashed column-wise over fixed-width UTF-32 blocks (no per-row Python). Repetitive string
+columns and other Python objects (dates, Decimals, bytes, times, mixtures) are factorized first and hashed
+per distinct value.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ _TAG_BYTES = np.uint64(0x6279746573000000)  # "bytes"
 
 _NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
 _STRING_BLOCK_CODE_POINTS = 1 << 24  # 64 MiB of UTF-32 per block
+_PROBE_ROWS = 10_000
 
 
 def mix64(values: np.ndarray) -> np.ndarray:
@@ -202,14 +204,22 @@ def _hash_distinct_objects(uniques: np.ndarray, seed: int) -> np.ndarray:
     return out
 
 
+def _mostly_repeated(values: np.ndarray) -> bool:
+    """Whether a probe of the first values repeats enough for hashing distinct values only to pay off."""
+    probe = values[:_PROBE_ROWS]
+    return len(values) > _PROBE_ROWS and len(pd.unique(probe)) < len(probe) // 4
+
+
 def _hash_objects(values: np.ndarray, seed: int) -> np.ndarray:
-    """Object arrays: all-string ones are hashed directly, anything else by distinct value."""
-    null = np.asarray(pd.isna(values), dtype=bool)
-    present = values[~null] if null.any() else values
-    if pd.api.types.infer_dtype(present, skipna=False) == "string":
-        out = np.full(len(values), _null_hash(seed), dtype=np.uint64)
-        out[~null] = _hash_strings(present, seed)
-        return out
+    """Object arrays: high-cardinality strings are hashed row by row (vectorized), anything else by
+    distinct value."""
+    if not _mostly_repeated(values):
+        null = np.asarray(pd.isna(values), dtype=bool)
+        present = values[~null] if null.any() else values
+        if pd.api.types.infer_dtype(present, skipna=False) == "string":
+            out = np.full(len(values), _null_hash(seed), dtype=np.uint64)
+            out[~null] = _hash_strings(present, seed)
+            return out
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
     unique_hashes = _hash_distinct_objects(np.asarray(uniques, dtype=object), seed) if len(uniques) else None
     out = np.full(len(codes), _null_hash(seed), dtype=np.uint64)

@@ -92,13 +92,31 @@ def _group_starts(sorted_values: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1])
 
 
+def _small_index_dtype(count: int) -> type:
+    """Narrowest unsigned dtype for indices below ``count``: 16-bit keys get numpy's O(n) radix sort."""
+    return np.uint16 if count <= 1 << 16 else np.uint32
+
+
+def _index_table(indices: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(is listed, position in the list) for every index below ``size``: membership as a gather."""
+    listed = np.zeros(size, dtype=bool)
+    listed[indices] = True
+    position = np.zeros(size, dtype=np.intp)
+    position[indices] = np.arange(len(indices))
+    return listed, position
+
+
 def _unique_pairs(group: np.ndarray, ids: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct (group, id) pairs sorted by group then id; ``group`` are small non-negative ints."""
+    """Distinct (group, id) pairs sorted by group then id; ``group`` are ints below ``groups``.
+
+    One 64-bit sort of (group, top bits of id) replaces a two-key lexsort; ids agreeing in those top
+    bits stay adjacent and are compared in full, so no distinct pair is lost.
+    """
     if len(group) == 0:
         return group, ids
-    by_id = np.argsort(ids)
-    group_dtype = np.uint16 if groups <= 1 << 16 else np.uint32  # 16-bit keys get numpy's radix sort
-    order = by_id[np.argsort(group[by_id].astype(group_dtype), kind="stable")]
+    group_bits = max(1, int(groups - 1).bit_length())
+    packed = (group.astype(np.uint64) << np.uint64(64 - group_bits)) | (ids >> np.uint64(group_bits))
+    order = np.argsort(packed)
     group, ids = group[order], ids[order]
     first = np.ones(len(group), dtype=bool)
     first[1:] = (group[1:] != group[:-1]) | (ids[1:] != ids[:-1])
@@ -223,78 +241,79 @@ class KHyperLogLog:
         rows = np.searchsorted(all_dense, dense_keys)
         registers[rows] = np.maximum(registers[rows], dense_registers)
 
-        # Stored sparse pairs of values the other side has as dense join them.
-        now_dense = _member(self._sparse_keys, all_dense)
+        # From here on values are addressed by their index in `keys` (< K), so lookups are gathers.
+        n = len(keys)
+        is_dense, dense_row = _index_table(np.searchsorted(keys, all_dense), n)
+        stored_index = np.searchsorted(keys, self._sparse_keys)
+        stored_ids = self._sparse_ids
+        group_index = np.searchsorted(keys, incoming_values)
+
+        # Stored sparse pairs of values the other side has as dense join those registers.
+        now_dense = is_dense[stored_index]
         if now_dense.any():
             _add_to_registers(
-                registers,
-                np.searchsorted(all_dense, self._sparse_keys[now_dense]),
-                self._sparse_ids[now_dense],
-                self.hll_precision,
+                registers, dense_row[stored_index[now_dense]], stored_ids[now_dense], self.hll_precision
             )
-            self._sparse_keys, self._sparse_ids = self._sparse_keys[~now_dense], self._sparse_ids[~now_dense]
+            stored_index, stored_ids = stored_index[~now_dense], stored_ids[~now_dense]
 
         # Incoming pairs of dense values go straight into their registers.
-        group_is_dense = _member(incoming_values, all_dense)
+        group_is_dense = is_dense[group_index]
         row_is_dense = np.repeat(group_is_dense, group_sizes)
         if group_is_dense.any():
             _add_to_registers(
                 registers,
-                np.repeat(
-                    np.searchsorted(all_dense, incoming_values[group_is_dense]), group_sizes[group_is_dense]
-                ),
+                np.repeat(dense_row[group_index[group_is_dense]], group_sizes[group_is_dense]),
                 pair_ids[row_is_dense],
                 self.hll_precision,
             )
 
         # Sparse values touched by incoming pairs: re-collect their exact id sets.
-        touched = incoming_values[~group_is_dense]
-        stored_touched = _member(self._sparse_keys, touched)
-        group = np.concatenate(
+        is_touched = _index_table(group_index[~group_is_dense], n)[0]
+        stored_touched = is_touched[stored_index]
+        index = np.concatenate(
             [
-                np.repeat(np.arange(len(touched)), group_sizes[~group_is_dense]),
-                np.searchsorted(touched, self._sparse_keys[stored_touched]),
+                np.repeat(group_index[~group_is_dense], group_sizes[~group_is_dense]),
+                stored_index[stored_touched],
             ]
         )
-        ids = np.concatenate([pair_ids[~row_is_dense], self._sparse_ids[stored_touched]])
-        untouched_keys = self._sparse_keys[~stored_touched]
-        untouched_ids = self._sparse_ids[~stored_touched]
+        ids = np.concatenate([pair_ids[~row_is_dense], stored_ids[stored_touched]])
+        untouched_index, untouched_ids = stored_index[~stored_touched], stored_ids[~stored_touched]
 
-        promoted_keys, promoted_registers = [], []
-        heavy = np.flatnonzero(np.bincount(group, minlength=len(touched)) > self.sparse_limit)
+        promoted_index, promoted_registers = [], []
+        heavy = np.flatnonzero(np.bincount(index, minlength=n) > self.sparse_limit)
         if len(heavy):
             # More occupied registers than sparse_limit proves more distinct ids than sparse_limit, without
             # sorting the (possibly many) rows of a frequent value.
-            heavy_rows = _member(group, heavy)
+            is_heavy, heavy_row = _index_table(heavy, n)
+            rows = is_heavy[index]
             heavy_registers = _registers_of_groups(
-                np.searchsorted(heavy, group[heavy_rows]), ids[heavy_rows], len(heavy), self.hll_precision
+                heavy_row[index[rows]], ids[rows], len(heavy), self.hll_precision
             )
             proven = np.count_nonzero(heavy_registers, axis=1) > self.sparse_limit
-            promoted_keys.append(touched[heavy[proven]])
+            promoted_index.append(heavy[proven])
             promoted_registers.append(heavy_registers[proven])
-            drop = _member(group, heavy[proven])
-            group, ids = group[~drop], ids[~drop]
+            keep = ~_index_table(heavy[proven], n)[0][index]
+            index, ids = index[keep], ids[keep]
 
-        group, ids = _unique_pairs(group, ids, len(touched))
-        over = np.flatnonzero(np.bincount(group, minlength=len(touched)) > self.sparse_limit)
+        index, ids = _unique_pairs(index, ids, n)
+        over = np.flatnonzero(np.bincount(index, minlength=n) > self.sparse_limit)
         if len(over):
-            over_rows = _member(group, over)
-            promoted_keys.append(touched[over])
+            is_over, over_row = _index_table(over, n)
+            rows = is_over[index]
+            promoted_index.append(over)
             promoted_registers.append(
-                _registers_of_groups(
-                    np.searchsorted(over, group[over_rows]), ids[over_rows], len(over), self.hll_precision
-                )
+                _registers_of_groups(over_row[index[rows]], ids[rows], len(over), self.hll_precision)
             )
-            group, ids = group[~over_rows], ids[~over_rows]
+            index, ids = index[~rows], ids[~rows]
 
-        # Both runs are sorted by (key, id) and share no key: a stable sort by key merges them.
-        sparse_keys = np.concatenate([untouched_keys, touched[group]])
-        sparse_ids = np.concatenate([untouched_ids, ids])
-        order = np.argsort(sparse_keys, kind="stable")
-        self._sparse_keys, self._sparse_ids = sparse_keys[order], sparse_ids[order]
+        # Both runs are sorted by (value, id) and share no value: a stable sort by value merges them.
+        index = np.concatenate([untouched_index, index])
+        ids = np.concatenate([untouched_ids, ids])
+        order = np.argsort(index.astype(_small_index_dtype(n)), kind="stable")
+        self._sparse_keys, self._sparse_ids = keys[index[order]], ids[order]
 
-        if promoted_keys:
-            all_dense = np.concatenate([all_dense, *promoted_keys])
+        if promoted_index:
+            all_dense = np.concatenate([all_dense, keys[np.concatenate(promoted_index)]])
             registers = np.concatenate([registers, *promoted_registers])
             order = np.argsort(all_dense)
             all_dense, registers = all_dense[order], registers[order]
