@@ -1,0 +1,329 @@
+"""run_table end to end on real databases: outputs, lineage, fail-fast checks and atomic failure."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from decimal import Decimal
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
+
+from syndiffix_ops.config import ConfigError, parse_config
+from syndiffix_ops.engines import ENGINES, EngineResult, register_engine
+from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
+from syndiffix_ops.pipeline import PipelineError, SchemaDriftError, run_table
+from syndiffix_ops.warehouse import RowLimitExceeded
+from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
+
+SALT = b"pipeline test salt"
+
+
+class _NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SampleEngine:
+    """A small real engine for pipeline tests: keeps a salt-seeded half of the rows, drops the AIDs."""
+
+    name = "test_sample"
+    params_model = _NoParams
+
+    def run(self, df, *, aid_columns, salt, params, table_identity):
+        seed = int.from_bytes(hashlib.sha256(salt + table_identity.encode()).digest()[:8], "little")
+        keep = np.random.default_rng(seed).random(len(df)) < 0.5
+        frame = df.drop(columns=list(aid_columns))[keep].reset_index(drop=True)
+        return EngineResult(frame, {"kept_share": 0.5})
+
+
+class FailingEngine:
+    name = "test_failing"
+    params_model = _NoParams
+
+    def run(self, df, *, aid_columns, salt, params, table_identity):
+        raise RuntimeError("injected failure during synthesis")
+
+
+@pytest.fixture(autouse=True)
+def test_engines():
+    engines = [register_engine(SampleEngine()), register_engine(FailingEngine())]
+    yield
+    for engine in engines:
+        ENGINES.pop(engine.name)
+
+
+def _qualified(engine: sa.Engine, schema: str | None, name: str) -> str:
+    preparer = engine.dialect.identifier_preparer
+    return f"{preparer.quote_schema(schema)}.{preparer.quote(name)}" if schema else preparer.quote(name)
+
+
+def _make_source(engine: sa.Engine, schema: str | None, name: str = "orders", rows: int = 200) -> sa.Table:
+    table = sa.Table(
+        name,
+        sa.MetaData(),
+        sa.Column("customer_id", sa.Integer),
+        sa.Column("amount", sa.Numeric(10, 2)),
+        sa.Column("city", sa.String(30)),
+        sa.Column("paid", sa.Boolean),
+        sa.Column("ordered_on", sa.Date),
+        sa.Column("note", sa.Text),
+        schema=schema,
+    )
+    table.create(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            table.insert(),
+            [
+                {
+                    "customer_id": i % 50,
+                    "amount": Decimal(i) / 4,
+                    "city": ["Berlin", "Paris", "Rome"][i % 3],
+                    "paid": i % 2 == 0,
+                    "ordered_on": dt.date(2024, 1, 1) + dt.timedelta(days=i % 30),
+                    "note": None if i % 7 else f"note {i}",
+                }
+                for i in range(rows)
+            ],
+        )
+    return table
+
+
+def _config(db: sa.Engine, schema: str | None, **table):
+    entry = {
+        "source": f"{schema}.orders" if schema else "orders",
+        "target": "orders_synth",
+        "engine": "test_sample",
+    }
+    entry.update(table)
+    return parse_config(
+        {
+            "source": db.url.render_as_string(hide_password=False),
+            "target": db.url.render_as_string(hide_password=False),
+            "target_schema": schema,
+            "tables": [entry],
+        }
+    )
+
+
+def _rows(engine, schema, name) -> list[tuple]:
+    table = sa.Table(name, sa.MetaData(), schema=schema, autoload_with=engine)
+    with engine.connect() as conn:
+        return sorted((tuple(r) for r in conn.execute(sa.select(table))), key=repr)
+
+
+def _lineage(engine, schema) -> list[dict]:
+    table = lineage_table(schema)
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(sa.select(table).order_by(table.c.finished_at)).mappings()]
+
+
+def _leftovers(engine, schema) -> list[str]:
+    return [
+        n
+        for n in sa.inspect(engine).get_table_names(schema=schema)
+        if n.startswith((STAGING_PREFIX, OLD_PREFIX))
+    ]
+
+
+def test_a_table_is_synthesized_with_source_types_lineage_and_a_result_per_output(warehouse_db):
+    engine, schema = warehouse_db
+    source = _make_source(engine, schema)
+    config = _config(engine, schema, aid_columns=["customer_id"], columns={"note": "drop"})
+
+    [result] = run_table(config, "orders_synth", salt=SALT, run_id="run-1")
+
+    target = sa.Table("orders_synth", sa.MetaData(), schema=schema, autoload_with=engine)
+    reflected = sa.Table("orders", sa.MetaData(), schema=schema, autoload_with=engine)
+    declared = {c.name: c.type.compile(dialect=engine.dialect) for c in reflected.columns}
+    assert [c.name for c in target.columns] == ["amount", "city", "paid", "ordered_on"]
+    assert {c.name: c.type.compile(dialect=engine.dialect) for c in target.columns} == {
+        name: declared[name] for name in ["amount", "city", "paid", "ordered_on"]
+    }
+    written = _rows(engine, schema, "orders_synth")
+    assert result.status == "success" and result.rows_written == len(written) > 0
+    assert result.target_table == (f"{schema}.orders_synth" if schema else "orders_synth")
+    assert [c.name for c in result.output_columns] == ["amount", "city", "paid", "ordered_on"]
+    assert [c.name for c in result.input_columns] == ["customer_id", "amount", "city", "paid", "ordered_on"]
+    assert set(result.timings) >= {"read", "synthesize", "write"}
+
+    [lineage] = _lineage(engine, schema)
+    assert lineage["lineage_id"] == result.lineage_id and lineage["run_id"] == "run-1"
+    assert lineage["status"] == "success" and lineage["synthetic_rows"] == len(written)
+    assert lineage["source_table"] == source.fullname and lineage["engine"] == "test_sample"
+    assert lineage["source_dialect"] == engine.dialect.name
+    assert lineage["config_hash"] == config.config_hash()
+    assert lineage["engine_metadata"] == {"kept_share": 0.5}
+    assert [c["name"] for c in lineage["columns"]] == ["amount", "city", "paid", "ordered_on"]
+    assert lineage["columns"][0]["source_type"] == declared["amount"] == lineage["columns"][0]["target_type"]
+
+
+def test_rerunning_with_the_same_salt_writes_identical_rows_and_another_salt_does_not(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(engine, schema, aid_columns=["customer_id"])
+    run_table(config, "orders_synth", salt=SALT)
+    first = _rows(engine, schema, "orders_synth")
+    run_table(config, "orders_synth", salt=SALT)
+    assert _rows(engine, schema, "orders_synth") == first
+    run_table(config, "orders_synth", salt=b"another salt")
+    assert _rows(engine, schema, "orders_synth") != first
+    assert len(_lineage(engine, schema)) == 3
+
+
+def test_column_sets_write_one_narrower_table_each(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(
+        engine,
+        schema,
+        aid_columns=["customer_id"],
+        column_sets={
+            "money": {"columns": ["amount", "paid"]},
+            "where": {"columns": ["city"], "target": "cities"},
+        },
+    )
+    results = run_table(config, "orders_synth", salt=SALT)
+    assert [(r.column_set, r.target_table.split(".")[-1]) for r in results] == [
+        ("money", "orders_synth_money"),
+        ("where", "cities"),
+    ]
+    money = sa.Table("orders_synth_money", sa.MetaData(), schema=schema, autoload_with=engine)
+    assert [c.name for c in money.columns] == ["amount", "paid"]
+    assert [(r["target_table"], r["column_set"]) for r in _lineage(engine, schema)] == [
+        ("orders_synth_money", "money"),
+        ("cities", "where"),
+    ]
+
+
+def test_a_failure_during_synthesis_leaves_the_previous_table_and_lineage_untouched(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    run_table(_config(engine, schema), "orders_synth", salt=SALT)
+    before_rows, before_lineage = _rows(engine, schema, "orders_synth"), _lineage(engine, schema)
+
+    with pytest.raises(RuntimeError, match="injected failure during synthesis"):
+        run_table(_config(engine, schema, engine="test_failing"), "orders_synth", salt=SALT)
+    assert _rows(engine, schema, "orders_synth") == before_rows
+    assert _lineage(engine, schema) == before_lineage
+    assert _leftovers(engine, schema) == []
+
+
+def _refuse_lineage_of_run(engine: sa.Engine, schema: str | None, run_id: str) -> None:
+    """Make the database itself refuse the lineage row of one run: a failure after the staging write."""
+    lineage = _qualified(engine, schema, LINEAGE_TABLE)
+    with engine.begin() as conn:
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON {LINEAGE_TABLE} WHEN NEW.run_id = '{run_id}' "
+                "BEGIN SELECT RAISE(ABORT, 'lineage refused'); END"
+            )
+        else:
+            conn.exec_driver_sql(f"ALTER TABLE {lineage} ADD CONSTRAINT refuse CHECK (run_id <> '{run_id}')")
+
+
+def test_a_failure_after_the_staging_write_leaves_the_previous_table_and_lineage_untouched(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(engine, schema)
+    run_table(config, "orders_synth", salt=SALT, run_id="first")
+    before_rows, before_lineage = _rows(engine, schema, "orders_synth"), _lineage(engine, schema)
+    _refuse_lineage_of_run(engine, schema, "second")
+
+    with pytest.raises(sa.exc.DBAPIError):
+        run_table(config, "orders_synth", salt=b"a salt that changes the rows", run_id="second")
+    assert _rows(engine, schema, "orders_synth") == before_rows
+    assert _lineage(engine, schema) == before_lineage
+    assert _leftovers(engine, schema) == []
+
+
+def test_max_rows_fails_fast_without_writing_or_revealing_the_count(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema, rows=200)
+    with pytest.raises(RowLimitExceeded) as caught:
+        run_table(_config(engine, schema, max_rows=150, where="paid = paid"), "orders_synth", salt=SALT)
+    message = str(caught.value)
+    assert "more than max_rows=150 rows" in message and "where paid = paid" in message
+    assert "200" not in message
+    assert not sa.inspect(engine).has_table("orders_synth", schema=schema)
+    [result] = run_table(_config(engine, schema, max_rows=200), "orders_synth", salt=SALT)
+    assert result.status == "success"
+
+
+def test_the_where_filter_limits_the_rows_read(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    run_table(_config(engine, schema, where="city = 'Rome'"), "orders_synth", salt=SALT)
+    assert {row[2] for row in _rows(engine, schema, "orders_synth")} == {"Rome"}
+
+
+def test_schema_drift_fails_fast_naming_the_change_unless_ignored(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    run_table(_config(engine, schema), "orders_synth", salt=SALT)
+    before_rows = _rows(engine, schema, "orders_synth")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"ALTER TABLE {_qualified(engine, schema, 'orders')} ADD COLUMN discount INTEGER"
+        )
+
+    with pytest.raises(SchemaDriftError) as caught:
+        run_table(_config(engine, schema), "orders_synth", salt=SALT)
+    message = str(caught.value)
+    assert "table orders_synth" in message and "column 'discount' added (INTEGER" in message
+    assert "on_schema_change: ignore" in message
+    assert _rows(engine, schema, "orders_synth") == before_rows
+
+    [result] = run_table(_config(engine, schema, on_schema_change="ignore"), "orders_synth", salt=SALT)
+    assert "discount" in [c.name for c in result.output_columns]
+    # the new schema is now the reference: the next default run passes
+    run_table(_config(engine, schema), "orders_synth", salt=SALT)
+
+
+def test_columns_the_config_names_wrongly_or_types_without_a_policy_fail_before_reading(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    with pytest.raises(PipelineError) as caught:
+        run_table(
+            _config(engine, schema, columns={"nope": "drop"}, aid_columns=["missing_id"]),
+            "orders_synth",
+            salt=SALT,
+        )
+    assert "table orders_synth: column 'nope' in columns is not in the source" in str(caught.value)
+    assert "AID column 'missing_id' is not in the source" in str(caught.value)
+
+    blob = sa.LargeBinary() if engine.dialect.name != "postgresql" else sa.dialects.postgresql.BYTEA()
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"ALTER TABLE {_qualified(engine, schema, 'orders')} ADD COLUMN payload {blob.compile(dialect=engine.dialect)}"
+        )
+    with pytest.raises(
+        PipelineError, match=r"column 'payload' has type \w+, which cannot be synthesized; set its policy"
+    ):
+        run_table(_config(engine, schema), "orders_synth", salt=SALT)
+    [result] = run_table(_config(engine, schema, columns={"payload": "drop"}), "orders_synth", salt=SALT)
+    assert "payload" not in [c.name for c in result.output_columns]
+
+
+def test_a_dry_run_checks_everything_and_writes_nothing(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    [planned] = run_table(_config(engine, schema, aid_columns=["customer_id"]), "orders_synth", dry_run=True)
+    assert planned.status == "dry_run" and planned.rows_written == 0
+    assert [c.name for c in planned.output_columns] == ["amount", "city", "paid", "ordered_on", "note"]
+    assert sa.inspect(engine).get_table_names(schema=schema) == ["orders"]
+
+
+def test_the_salt_comes_from_the_environment_and_its_absence_is_named(warehouse_db, monkeypatch):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(engine, schema, salt_env="MY_TEST_SALT")
+    monkeypatch.delenv("MY_TEST_SALT", raising=False)
+    with pytest.raises(ConfigError, match="the salt environment variable MY_TEST_SALT is not set"):
+        run_table(config, "orders_synth")
+    monkeypatch.setenv("MY_TEST_SALT", SALT.decode())
+    run_table(config, "orders_synth")
+    from_env = _rows(engine, schema, "orders_synth")
+    run_table(config, "orders_synth", salt=SALT)
+    assert _rows(engine, schema, "orders_synth") == from_env
