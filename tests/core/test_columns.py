@@ -686,3 +686,16 @@ def test_property_dates_and_times_round_trip(values):
 def test_property_nullable_booleans_round_trip(values):
     series = pd.Series(values, dtype="boolean")
     pd.testing.assert_series_equal(round_trip(series), series)
+
+
+def test_empty_frame_round_trips_through_encode_and_decode_frame():
+    df = pd.DataFrame(
+        {
+            "a": pd.Series([], dtype="Int64"),
+            "b": pd.Series([], dtype="str"),
+            "c": pd.Series([], dtype="datetime64[us, UTC]"),
+        }
+    )
+    codecs, matrix = encode_frame(df)
+    assert matrix.shape == (0, 3)
+    pd.testing.assert_frame_equal(decode_frame(codecs, [matrix[:, i] for i in range(3)]), df)
