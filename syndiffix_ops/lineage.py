@@ -9,7 +9,7 @@ is the number of synthetic rows written, which anyone can read off the synthetic
 from __future__ import annotations
 
 import datetime as dt
-import json
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -107,16 +107,24 @@ class LineageRecord:
             aid_columns=list(row["aid_columns"]),
             source_schema=list(row["source_schema"]),
         )
-        # JSON columns get plain JSON values: numpy scalars or NaN from metrics would break some drivers.
         for key in ("parameters", "quality_metrics", "engine_metadata"):
-            if row[key] is not None:
-                row[key] = json.loads(json.dumps(row[key], default=_json_default, allow_nan=False))
+            row[key] = _plain_json(row[key])
         return row
 
 
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
+def _plain_json(value: Any) -> Any:
+    """Plain JSON values: numpy scalars become Python numbers and NaN/inf become null, which strict JSON
+    columns (PostgreSQL, MariaDB's json_valid) would otherwise refuse."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_json(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()
     return str(value)
