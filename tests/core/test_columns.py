@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import pickle
 
 import numpy as np
 import pandas as pd
@@ -699,3 +700,17 @@ def test_empty_frame_round_trips_through_encode_and_decode_frame():
     codecs, matrix = encode_frame(df)
     assert matrix.shape == (0, 3)
     pd.testing.assert_frame_equal(decode_frame(codecs, [matrix[:, i] for i in range(3)]), df)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(width=32, allow_infinity=False, allow_nan=True), max_size=40))
+def test_property_float32_round_trips(values):
+    series = pd.Series(values, dtype="float32")
+    pd.testing.assert_series_equal(round_trip(series), series, check_exact=True)
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TRIP_COLUMNS))
+def test_codecs_survive_pickling(name):
+    series = ROUND_TRIP_COLUMNS[name].rename(name)
+    codec = pickle.loads(pickle.dumps(codec_for(series)))
+    pd.testing.assert_series_equal(codec.decode(codec.encode(series)), series)
