@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -147,6 +147,43 @@ def read_columns(
     unless they are integers. Reading stops with RowLimitExceeded as soon as max_rows is passed.
     """
     names = list(dict.fromkeys([*aid_columns, *columns]))
+    chunks = list(
+        iter_column_chunks(
+            bind,
+            source,
+            columns,
+            aid_columns=aid_columns,
+            where=where,
+            chunk_rows=chunk_rows,
+            max_rows=max_rows,
+            progress=progress,
+        )
+    )
+    if not chunks:
+        kinds = {name: source.column(name).kind for name in names}
+        empty = {name: _column_values((), kinds[name], name, name in aid_columns) for name in names}
+        return pd.DataFrame(empty, columns=names)
+    frame = {}
+    for name in names:
+        parts = [chunk[name] for chunk in chunks]
+        frame[name] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return pd.DataFrame(frame, columns=names)
+
+
+def iter_column_chunks(
+    bind: sa.Engine | sa.Connection,
+    source: SourceTable,
+    columns: Sequence[str],
+    *,
+    aid_columns: Sequence[str] = (),
+    where: str | None = None,
+    chunk_rows: int = 100_000,
+    max_rows: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[pd.DataFrame]:
+    """Like read_columns, but yield one DataFrame of at most `chunk_rows` rows at a time, so a consumer
+    that only aggregates (the KHLL risk sketches) holds one chunk in memory, not the table."""
+    names = list(dict.fromkeys([*aid_columns, *columns]))
     kinds = {name: source.column(name).kind for name in names}
     for name in columns:
         if kinds[name] is None:
@@ -157,7 +194,6 @@ def read_columns(
     statement = _filtered(source, where, [source.table.c[name] for name in names])
     if max_rows is not None:
         statement = statement.limit(max_rows + 1)
-    chunks: dict[str, list[pd.Series]] = {name: [] for name in names}
     rows = 0
     with _connection(bind) as conn:
         result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(statement)
@@ -169,19 +205,13 @@ def read_columns(
                     f"source table {source.qualified_name}{_where_note(where)} has more than "
                     f"max_rows={max_rows} rows; raise max_rows, narrow the where filter, or split the table"
                 )
-            for name, values in zip(names, zip(*part, strict=True), strict=True):
-                chunks[name].append(_column_values(values, kinds[name], name, name in aid_columns))
+            chunk = {
+                name: _column_values(values, kinds[name], name, name in aid_columns)
+                for name, values in zip(names, zip(*part, strict=True), strict=True)
+            }
             if progress is not None:
                 progress(rows)
-    frame = {}
-    for name in names:
-        if chunks[name]:
-            frame[name] = (
-                pd.concat(chunks[name], ignore_index=True) if len(chunks[name]) > 1 else chunks[name][0]
-            )
-        else:
-            frame[name] = _column_values((), kinds[name], name, name in aid_columns)
-    return pd.DataFrame(frame, columns=names)
+            yield pd.DataFrame(chunk, columns=names)
 
 
 def _column_values(values: Sequence[object], kind: ValueKind | None, name: str, is_aid: bool) -> pd.Series:
