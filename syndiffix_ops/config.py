@@ -107,6 +107,43 @@ class ColumnSetConfig(_Strict):
         return _without_duplicates(columns, "columns")
 
 
+class TableRiskConfig(_Strict):
+    """A table's `risk:` block: the column combinations an attacker may know together (docs/risk.md)."""
+
+    quasi_identifiers: list[list[str]] = Field(
+        default_factory=list, description="column combinations to assess besides every single column"
+    )
+
+    @field_validator("quasi_identifiers")
+    @classmethod
+    def _combinations(cls, combinations: list[list[str]]) -> list[list[str]]:
+        for combination in combinations:
+            if not combination:
+                raise ValueError("a quasi-identifier combination needs at least one column")
+            _without_duplicates(combination, f"columns of quasi-identifier combination {combination}")
+        return combinations
+
+
+class RiskConfig(_Strict):
+    """The top-level `risk:` block: KHLL sketch parameters and report thresholds (docs/risk.md)."""
+
+    enabled: bool = Field(default=True, description="assess source and output risk in every run")
+    k: int = Field(default=4096, ge=16, le=1 << 20, description="values sampled per column set (KMV level)")
+    hll_precision: int = Field(default=10, ge=4, le=18, description="log2 of the per-value HLL registers")
+    thresholds: list[int] = Field(default_factory=lambda: [1, 2, 5, 10], min_length=1)
+    identifying_share: float = Field(default=0.5, gt=0, le=1)
+    elevated_share: float = Field(default=0.05, gt=0, le=1)
+    linkable_containment: float = Field(default=0.5, gt=0, le=1)
+    joinability: bool = Field(default=True, description="compare columns across the configured tables")
+
+    @field_validator("thresholds")
+    @classmethod
+    def _positive(cls, thresholds: list[int]) -> list[int]:
+        if any(t < 1 for t in thresholds):
+            raise ValueError(f"thresholds are numbers of ids per value and must be >= 1, got {thresholds}")
+        return sorted(set(thresholds))
+
+
 class TableDefaults(_Strict):
     """Settings every table inherits unless it sets its own (see the module doc for the precedence)."""
 
@@ -141,6 +178,7 @@ class TableConfig(TableDefaults):
     aid_columns: list[str] = Field(default_factory=list)
     column_sets: dict[str, ColumnSetConfig] = Field(default_factory=dict)
     where: str | None = Field(default=None, description="SQL boolean expression filtering source rows")
+    risk: TableRiskConfig = Field(default_factory=TableRiskConfig)
 
     @field_validator("source")
     @classmethod
@@ -179,6 +217,17 @@ class TableConfig(TableDefaults):
                     problems.append(f"column set {set_name!r} lists column {column!r}, which is dropped")
         if problems:
             raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _risk_columns_are_not_aids(self) -> TableConfig:
+        for combination in self.risk.quasi_identifiers:
+            aids = [column for column in combination if column in self.aid_columns]
+            if aids:
+                raise ValueError(
+                    f"risk.quasi_identifiers {combination} lists AID column(s) {aids}; AIDs are the ids "
+                    "whose re-identification is measured, not values"
+                )
         return self
 
     @property
@@ -259,6 +308,7 @@ class PipelineConfig(_Strict):
     report_dir: Path | None = None
     dag: DagConfig | None = None
     defaults: TableDefaults = Field(default_factory=TableDefaults)
+    risk: RiskConfig = Field(default_factory=RiskConfig)
     tables: list[TableConfig] = Field(min_length=1)
     config_path: Path | None = Field(default=None, exclude=True, description="set by load_config")
 
