@@ -726,15 +726,16 @@ class DateCodec(ColumnCodec):
     def encode(self, series: pd.Series) -> np.ndarray:
         null = _null_mask(series)
         values = series.to_numpy(dtype=object)
-        codes, uniques = pd.factorize(values[~null])
-        uniques = np.asarray(uniques, dtype=object)
-        if not all(type(u) is dt.date for u in uniques):
-            bad = np.array([type(u) is not dt.date for u in uniques])
-            position = np.flatnonzero(~null)[_first_position(np.isin(codes, np.flatnonzero(bad)))]
-            raise _unsupported(series, "expected only datetime.date values and nulls", int(position))
-        days = uniques.astype("datetime64[D]").view(np.int64).astype(np.float64)
+        present = values[~null]
+        # A type check as infer_dtype does it, but exact: datetime is a subclass of date and would lose
+        # its time of day; this set-building pass costs ~0.1 s per million values.
+        if {type(value) for value in present} - {dt.date}:
+            position = _first_value_of_other_type(series, null)
+            raise _unsupported(series, "expected only datetime.date values and nulls", position)
+        # pandas parses date objects in C; "datetime64[s]" holds years 1..9999 on pandas 2 and 3.
+        seconds = np.asarray(pd.array(present, dtype="datetime64[s]")).view(np.int64)
         encoded = np.full(len(values), np.nan)
-        encoded[~null] = days[codes] * 86_400.0 + EPOCH_1800_OFFSET_SECONDS
+        encoded[~null] = seconds.astype(np.float64) + EPOCH_1800_OFFSET_SECONDS
         return encoded
 
     def decode(self, values: np.ndarray) -> pd.Series:
