@@ -1,0 +1,543 @@
+"""Privacy-risk reports with KHyperLogLog sketches, at warehouse scale (see docs/risk.md).
+
+Source, before synthesis: for every synthesized column of a configured table and every configured
+quasi-identifier combination, a KHLL sketch over the table's ids (its ``aid_columns``, or its rows when
+it has none) gives the distinct values, distinct ids, re-identification potential (share of values with
+at most t ids) and the share of ids in classes of at most t ids; single columns of different configured
+tables are compared for joinability (containment both ways, Jaccard).
+
+Output, after synthesis: the share of synthetic rows that reproduce a value (combination) unique or rare
+in the source, and the containment of each synthetic column's values in the source column's.
+
+Sketches are updated chunk by chunk as the table is read, so a large table streams through in bounded
+memory; feeding one sketch chunk after chunk gives the same sketch as merging per-chunk sketches (see
+``syndiffix_core.risk.khll``), and sketches of shards can be merged.
+
+What is stored (lineage) or shown (HTML) goes through ``coarse``: counts rounded to two significant
+digits and shares to 0.001, so neither an exact source row count nor a rare value's exact count leaves the
+warehouse. ``syndiffix-ops risk`` prints the unrounded estimates to whoever holds the source credentials.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from syndiffix_core.risk import (
+    DEFAULT_HLL_PRECISION,
+    DEFAULT_K,
+    DEFAULT_THRESHOLDS,
+    ID_SEED,
+    Joinability,
+    KHyperLogLog,
+    Reproduction,
+    UniquenessSummary,
+    combine_hashes,
+    hash_column,
+    hash_row_numbers,
+    joinability,
+    reproduction,
+    summarize,
+)
+from syndiffix_ops.warehouse.read import iter_column_chunks, reflect_table
+
+if TYPE_CHECKING:
+    from syndiffix_ops.config import PipelineConfig, TableConfig
+
+ColumnSet = tuple[str, ...]
+Progress = Callable[[str, float], None]
+
+# Rows hashed at a time from a frame already in memory: bounds the hashing temporaries.
+_IN_MEMORY_CHUNK_ROWS = 250_000
+# Joinability pairs below this containment (both ways) are left out of the report as noise.
+_REPORTED_CONTAINMENT = 0.1
+
+
+class RiskError(ValueError):
+    """A risk setting that does not fit the table; the message names the table and column."""
+
+
+@dataclass(frozen=True)
+class RiskParams:
+    """Sketch parameters and report thresholds (the `risk:` section of the config)."""
+
+    k: int = DEFAULT_K
+    hll_precision: int = DEFAULT_HLL_PRECISION
+    thresholds: tuple[int, ...] = DEFAULT_THRESHOLDS
+    identifying_share: float = 0.5
+    elevated_share: float = 0.05
+    linkable_containment: float = 0.5
+
+    @classmethod
+    def from_config(cls, risk: Any) -> RiskParams:
+        return cls(
+            k=risk.k,
+            hll_precision=risk.hll_precision,
+            thresholds=tuple(risk.thresholds),
+            identifying_share=risk.identifying_share,
+            elevated_share=risk.elevated_share,
+            linkable_containment=risk.linkable_containment,
+        )
+
+    def new_sketch(self) -> KHyperLogLog:
+        return KHyperLogLog(k=self.k, hll_precision=self.hll_precision)
+
+
+def set_name(columns: Sequence[str]) -> str:
+    """How a column set is named in reports and JSON: its columns joined by '+'."""
+    return "+".join(columns)
+
+
+def column_sets(
+    columns: Sequence[str], quasi_identifiers: Sequence[Sequence[str]] = (), *, table: str = "table"
+) -> list[ColumnSet]:
+    """Every column on its own, then every quasi-identifier combination (each checked against `columns`)."""
+    known = set(columns)
+    sets: list[ColumnSet] = [(column,) for column in columns]
+    for combination in quasi_identifiers:
+        missing = [column for column in combination if column not in known]
+        if missing:
+            raise RiskError(
+                f"table {table}: quasi-identifier combination {list(combination)} names {missing}, which "
+                f"are not among the columns read for synthesis ({', '.join(columns)})"
+            )
+        if tuple(combination) not in sets:
+            sets.append(tuple(combination))
+    return sets
+
+
+def frame_chunks(frame: pd.DataFrame, rows: int) -> Iterator[pd.DataFrame]:
+    """Consecutive row slices of an in-memory frame (views, no copies)."""
+    for start in range(0, max(len(frame), 1), rows):
+        yield frame.iloc[start : start + rows]
+
+
+class TableSketcher:
+    """KHLL sketches of several column sets of one table, fed one chunk at a time."""
+
+    def __init__(
+        self,
+        sets: Sequence[ColumnSet],
+        id_columns: Sequence[str] = (),
+        params: RiskParams = RiskParams(),
+        *,
+        table: str = "table",
+    ):
+        self.sets = list(sets)
+        self.id_columns = list(id_columns)
+        self.params = params
+        self.table = table
+        self.sketches = {columns: params.new_sketch() for columns in self.sets}
+        self.domains: dict[str, str] = {}
+        self._rows_seen = 0
+
+    def add(self, chunk: pd.DataFrame) -> None:
+        needed = dict.fromkeys([*self.id_columns, *(c for s in self.sets for c in s)])
+        missing = [column for column in needed if column not in chunk.columns]
+        if missing:
+            raise RiskError(f"table {self.table}: columns {missing} are missing from the data read")
+        if self.id_columns:
+            # With several AID columns an id is their combination (see docs/risk.md).
+            ids = combine_hashes([hash_column(chunk[c], seed=ID_SEED) for c in self.id_columns])
+        else:
+            ids = hash_row_numbers(len(chunk), start=self._rows_seen)
+        self._rows_seen += len(chunk)
+        column_hashes: dict[str, np.ndarray] = {}
+        for columns in self.sets:
+            for column in columns:
+                if column not in column_hashes:
+                    column_hashes[column] = hash_column(chunk[column])
+                    self.domains.setdefault(column, _value_domain(chunk[column]))
+            self.sketches[columns].update(combine_hashes([column_hashes[c] for c in columns]), ids)
+
+
+def sketch_table(
+    chunks: Iterable[pd.DataFrame],
+    sets: Sequence[ColumnSet],
+    id_columns: Sequence[str] = (),
+    params: RiskParams = RiskParams(),
+    *,
+    table: str = "table",
+) -> TableSketcher:
+    """Stream `chunks` of one table into KHLL sketches of `sets`; ids are `id_columns`, or rows if none."""
+    sketcher = TableSketcher(sets, id_columns, params, table=table)
+    for chunk in chunks:
+        sketcher.add(chunk)
+    return sketcher
+
+
+def _value_domain(series: pd.Series) -> str:
+    """Values of different domains never hash alike, so joinability only compares within a domain."""
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        return "number"
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return "time"
+    return "other"
+
+
+# --------------------------------------------------------------------------------------- report data
+
+
+def coarse(value: Any) -> Any:
+    """Counts to two significant digits, shares to 0.001, recursively: what may leave the warehouse."""
+    if isinstance(value, Mapping):
+        return {key: coarse(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [coarse(item) for item in value]
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float | np.integer | np.floating):
+        number = float(value)
+        if not math.isfinite(number):
+            return None
+        if abs(number) <= 1.0:
+            return round(number, 3)
+        digits = 1 - int(math.floor(math.log10(abs(number))))
+        return int(round(number, digits))
+    return value
+
+
+@dataclass(frozen=True)
+class TableRisk:
+    """Source-side risk of one table: one uniqueness summary per column set."""
+
+    table: str
+    source_table: str | None
+    id_columns: list[str]  # empty: every row is its own id
+    summaries: list[UniquenessSummary]
+
+    def summary(self, columns: Sequence[str]) -> UniquenessSummary:
+        for summary in self.summaries:
+            if summary.columns == tuple(columns):
+                return summary
+        raise KeyError(f"table {self.table}: no risk summary for {set_name(columns)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "source_table": self.source_table,
+            "ids": list(self.id_columns) or "rows",
+            "column_sets": {set_name(s.columns): _summary_dict(s) for s in self.summaries},
+            "identifying": [set_name(s.columns) for s in self.summaries if s.level == "identifying"],
+        }
+
+
+def _summary_dict(summary: UniquenessSummary) -> dict[str, Any]:
+    data = summary.to_dict()
+    del data["columns"]  # the key of the entry
+    return data
+
+
+def summarize_table(
+    table: str,
+    sketcher: TableSketcher,
+    params: RiskParams = RiskParams(),
+    *,
+    source_table: str | None = None,
+) -> TableRisk:
+    return TableRisk(
+        table=table,
+        source_table=source_table,
+        id_columns=list(sketcher.id_columns),
+        summaries=[
+            summarize(
+                sketch,
+                columns,
+                thresholds=params.thresholds,
+                identifying_share=params.identifying_share,
+                elevated_share=params.elevated_share,
+            )
+            for columns, sketch in sketcher.sketches.items()
+        ],
+    )
+
+
+def cross_table_joinability(
+    sketchers: Mapping[str, TableSketcher], params: RiskParams = RiskParams()
+) -> list[Joinability]:
+    """Single columns of different tables that share values, most contained first.
+
+    Pairs whose values cannot hash alike (a string and a number column) are skipped, as are pairs with
+    less than ``_REPORTED_CONTAINMENT`` containment either way.
+    """
+    singles = [
+        (table, columns[0], sketch, sketcher.domains.get(columns[0], "other"))
+        for table, sketcher in sketchers.items()
+        for columns, sketch in sketcher.sketches.items()
+        if len(columns) == 1
+    ]
+    found = []
+    for i, (left_table, left_column, left, left_domain) in enumerate(singles):
+        for right_table, right_column, right, right_domain in singles[i + 1 :]:
+            if left_table == right_table or left_domain != right_domain:
+                continue
+            link = joinability(
+                f"{left_table}.{left_column}",
+                left,
+                f"{right_table}.{right_column}",
+                right,
+                linkable_containment=params.linkable_containment,
+            )
+            if max(link.containment_left_in_right, link.containment_right_in_left) >= _REPORTED_CONTAINMENT:
+                found.append(link)
+    found.sort(key=lambda j: -max(j.containment_left_in_right, j.containment_right_in_left))
+    return found
+
+
+@dataclass(frozen=True)
+class OutputRisk:
+    """What a synthetic table gives back of its source."""
+
+    reproduction: dict[str, Reproduction]  # column set name -> synthetic rows reproducing source values
+    containment: dict[str, dict[str, float]]  # column -> containment both ways, Jaccard
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reproduction": {name: counts.to_dict() for name, counts in self.reproduction.items()},
+            "containment": self.containment,
+        }
+
+
+def assess_output(
+    source: TableSketcher,
+    synthetic_chunks: Iterable[pd.DataFrame],
+    params: RiskParams = RiskParams(),
+    *,
+    columns: Sequence[str] | None = None,
+) -> OutputRisk:
+    """Compare synthetic rows with the source sketches, for the column sets within `columns` (default:
+    every column set the synthetic chunks hold)."""
+    totals: dict[ColumnSet, Reproduction] = {}
+    synthetic: TableSketcher | None = None
+    for chunk in synthetic_chunks:
+        if synthetic is None:
+            allowed = set(chunk.columns) if columns is None else set(columns) & set(chunk.columns)
+            sets = [s for s in source.sets if set(s) <= allowed]
+            synthetic = TableSketcher([s for s in sets if len(s) == 1], params=params, table=source.table)
+        column_hashes = {c: hash_column(chunk[c]) for c in dict.fromkeys(c for s in sets for c in s)}
+        for columns_ in sets:
+            counts = reproduction(
+                source.sketches[columns_],
+                combine_hashes([column_hashes[c] for c in columns_]),
+                params.thresholds,
+            )
+            totals[columns_] = totals.get(columns_, Reproduction()) + counts
+        synthetic.add(chunk)
+    containment = {}
+    for columns_, sketch in (synthetic.sketches if synthetic else {}).items():
+        overlap = sketch.overlap(source.sketches[columns_])
+        containment[columns_[0]] = {
+            "synthetic_in_source": overlap.containment_of_first,
+            "source_in_synthetic": overlap.containment_of_second,
+            "jaccard": overlap.jaccard,
+        }
+    return OutputRisk({set_name(s): totals[s] for s in totals}, containment)
+
+
+@dataclass(frozen=True)
+class RiskReport:
+    tables: list[TableRisk]
+    joinability: list[Joinability] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tables": {table.table: table.to_dict() for table in self.tables},
+            "joinability": [link.to_dict() for link in self.joinability],
+        }
+
+
+# ------------------------------------------------------------------------------------------- HTML
+
+
+def html_section(source: TableRisk, output: OutputRisk | None = None):
+    """The risk part of a table's HTML report: a table of column sets and the uniqueness histogram."""
+    from syndiffix_ops.report import ReportSection, figure_to_img_tag
+
+    thresholds = sorted(source.summaries[0].reidentification_potential) if source.summaries else []
+    head = "".join(f"<th>values &le;{t} ids</th>" for t in thresholds)
+    rows = []
+    for summary in source.summaries:
+        data = coarse(summary.to_dict())
+        cells = "".join(f"<td>{data['reidentification_potential'][str(t)]:.3f}</td>" for t in thresholds)
+        rows.append(
+            f"<tr><td>{html.escape(set_name(summary.columns))}</td><td>{html.escape(summary.level)}</td>"
+            f"<td>{data['distinct_values']}</td><td>{data['id_share']['1']:.3f}</td>{cells}</tr>"
+        )
+    ids = ", ".join(source.id_columns) if source.id_columns else "rows (no AID columns)"
+    parts = [
+        f"<p>Ids: {html.escape(ids)}. Estimates from KHLL sketches; counts rounded to 2 significant digits, "
+        "shares to 0.001. <em>identifying</em>: at least half of the ids are alone in their class.</p>",
+        "<table><tr><th>column set</th><th>risk</th><th>distinct values</th><th>ids alone in class</th>"
+        f"{head}</tr>{''.join(rows)}</table>",
+    ]
+    if source.summaries:
+        parts.append(figure_to_img_tag(_histogram_figure(source.summaries), "uniqueness histogram"))
+    if output is not None and output.reproduction:
+        rows = []
+        for name, counts in output.reproduction.items():
+            data = coarse(counts.to_dict())
+            rows.append(
+                f"<tr><td>{html.escape(name)}</td><td>{_share(data['share_unique_in_source'])}</td>"
+                f"<td>{_share(data['share_in_source'])}</td></tr>"
+            )
+        parts.append(
+            "<h3>Synthetic output</h3><table><tr><th>column set</th>"
+            "<th>synthetic rows reproducing a value unique in the source</th>"
+            "<th>... any source value</th></tr>" + "".join(rows) + "</table>"
+        )
+    return ReportSection("Re-identification risk (KHLL)", "\n".join(parts))
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _histogram_figure(summaries: Sequence[UniquenessSummary]):
+    from matplotlib.figure import Figure
+
+    labels = [b.label for b in summaries[0].histogram]
+    positions = np.arange(len(labels))
+    shown = summaries[:8]  # a legend of more would hide the bars
+    width = 0.8 / len(shown)
+    figure = Figure(figsize=(7.0, 3.2))
+    axes = figure.add_subplot()
+    for number, summary in enumerate(shown):
+        shares = [round(b.share_of_values, 3) for b in summary.histogram]
+        axes.bar(
+            positions + (number - (len(shown) - 1) / 2) * width,
+            shares,
+            width,
+            label=set_name(summary.columns),
+        )
+    axes.set_xticks(positions, labels, fontsize=7)
+    axes.set_xlabel("distinct ids per value")
+    axes.set_ylabel("share of distinct values")
+    axes.legend(fontsize=7, frameon=False)
+    return figure
+
+
+# ------------------------------------------------------------------------------------- warehouse
+
+
+def sketch_source(
+    config: PipelineConfig,
+    table: TableConfig,
+    engine: sa.Engine,
+    params: RiskParams,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[TableSketcher, str]:
+    """Stream one configured table's synthesized columns from the source into sketches, without holding
+    the table in memory. Returns the sketches and the source's qualified name."""
+    from syndiffix_ops.pipeline import PipelineError, _resolve_columns
+
+    label = f"table {table.display_name}"
+    effective = config.effective(table)
+    try:
+        source = reflect_table(engine, table.schema_name, table.table_name)
+    except LookupError as error:
+        raise PipelineError(f"{label}: {error}") from None
+    # The same column policies as run_table: the risk is assessed on what would leave the warehouse.
+    aids, synthesized = _resolve_columns(source, effective, label)
+    sets = column_sets(synthesized, table.risk.quasi_identifiers, table=table.display_name)
+    chunks = iter_column_chunks(
+        engine,
+        source,
+        synthesized,
+        aid_columns=aids,
+        where=table.where,
+        chunk_rows=effective.read_chunk_rows,
+        max_rows=effective.max_rows,
+        progress=progress,
+    )
+    return sketch_table(chunks, sets, aids, params, table=table.display_name), source.qualified_name
+
+
+def assess_config(
+    config: PipelineConfig,
+    *,
+    tables: Sequence[str] | None = None,
+    source: sa.Engine | str | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> RiskReport:
+    """The source-side risk report of the configured tables (all, or those named), with cross-table
+    joinability. `source` overrides the config's source URL; `progress(table, rows read)` is optional."""
+    params = RiskParams.from_config(config.risk)
+    selected = [config.table(name) for name in tables] if tables else list(config.tables)
+    engine = source if isinstance(source, sa.Engine) else sa.create_engine(source or config.source_url())
+    try:
+        sketchers: dict[str, TableSketcher] = {}
+        results = []
+        for table in selected:
+            name = table.display_name
+            sketcher, source_name = sketch_source(
+                config,
+                table,
+                engine,
+                params,
+                progress=None if progress is None else (lambda rows, n=name: progress(n, rows)),
+            )
+            sketchers[name] = sketcher
+            results.append(summarize_table(name, sketcher, params, source_table=source_name))
+        links = cross_table_joinability(sketchers, params) if config.risk.joinability else []
+    finally:
+        if not isinstance(source, sa.Engine):
+            engine.dispose()
+    return RiskReport(results, links)
+
+
+@dataclass
+class RunRisk:
+    """The source sketches a run keeps between reading the source and writing each output."""
+
+    source: TableRisk
+    sketcher: TableSketcher
+    params: RiskParams
+
+    @classmethod
+    def of_frame(
+        cls,
+        config: PipelineConfig,
+        table: TableConfig,
+        frame: pd.DataFrame,
+        aid_columns: Sequence[str],
+        columns: Sequence[str],
+        *,
+        source_table: str,
+        chunk_rows: int,
+    ) -> RunRisk | None:
+        """Sketch a source already read into memory (run_table reads it whole for the engine anyway), in
+        chunks of `chunk_rows`; None when the config disables risk."""
+        if not config.risk.enabled:
+            return None
+        params = RiskParams.from_config(config.risk)
+        sets = column_sets(columns, table.risk.quasi_identifiers, table=table.display_name)
+        sketcher = sketch_table(
+            frame_chunks(frame, chunk_rows), sets, aid_columns, params, table=table.display_name
+        )
+        return cls(
+            summarize_table(table.display_name, sketcher, params, source_table=source_table), sketcher, params
+        )
+
+    def for_output(self, synthetic: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, Any], Any]:
+        """(coarse record for lineage, HTML report section) of one output with these columns."""
+        inside = set(columns)
+        source = TableRisk(
+            self.source.table,
+            self.source.source_table,
+            self.source.id_columns,
+            [s for s in self.source.summaries if set(s.columns) <= inside],
+        )
+        chunk_rows = max(1, self.params.k * 64)
+        output = assess_output(
+            self.sketcher, frame_chunks(synthetic, chunk_rows), self.params, columns=columns
+        )
+        record = coarse({"source": source.to_dict(), "output": output.to_dict()})
+        return record, html_section(source, output)

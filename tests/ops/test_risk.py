@@ -1,0 +1,251 @@
+"""The warehouse risk report: sketches streamed from chunks, checked against exact pandas counts, and
+the same report read from real SQLite and PostgreSQL databases."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from syndiffix_ops.config import parse_config
+from syndiffix_ops.pipeline import PipelineError
+from syndiffix_ops.risk import (
+    RiskError,
+    RiskParams,
+    assess_config,
+    assess_output,
+    coarse,
+    column_sets,
+    cross_table_joinability,
+    frame_chunks,
+    sketch_table,
+    summarize_table,
+)
+
+THRESHOLDS = (1, 2, 5, 10)
+
+
+def people(rows: int = 3_000, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "person": rng.integers(0, rows // 2, rows),  # people have about two rows each
+            "zip": rng.integers(1_000, 1_400, rows),
+            "age": rng.integers(18, 90, rows),
+            "sex": rng.choice(["f", "m"], rows),
+        }
+    )
+
+
+def exact_potential(frame: pd.DataFrame, columns: list[str], ids: str | None, t: int) -> float:
+    id_column = frame[ids] if ids else pd.Series(np.arange(len(frame)), index=frame.index)
+    counts = id_column.groupby([frame[c] for c in columns]).nunique()
+    return float((counts <= t).mean())
+
+
+@pytest.mark.parametrize("ids", ["person", None])
+def test_chunked_sketches_match_exact_counts(ids):
+    frame = people()
+    sets = column_sets(["zip", "age", "sex"], [["zip", "age"], ["zip", "age", "sex"]])
+    sketcher = sketch_table(frame_chunks(frame, 700), sets, [ids] if ids else [], table="people")
+    risk = summarize_table("people", sketcher)
+    for columns in sets:
+        summary = risk.summary(columns)
+        assert summary.distinct_values_exact  # fewer than K values: the figures are exact
+        assert summary.distinct_values == frame.groupby(list(columns)).ngroups
+        for t in THRESHOLDS:
+            assert summary.reidentification_potential[t] == pytest.approx(
+                exact_potential(frame, list(columns), ids, t)
+            )
+    expected_ids = frame["person"].nunique() if ids else len(frame)
+    assert risk.summary(["zip"]).distinct_ids == pytest.approx(expected_ids, rel=0.01)
+    assert risk.summary(["zip", "age", "sex"]).level == "identifying"
+    assert risk.summary(["sex"]).level == "low"
+
+
+def test_rows_are_numbered_across_chunks():
+    frame = people(1_500)
+    whole = sketch_table([frame], [("sex",)])
+    chunked = sketch_table(frame_chunks(frame, 100), [("sex",)])
+    assert chunked.sketches[("sex",)] == whole.sketches[("sex",)]
+    assert whole.sketches[("sex",)].distinct_ids() == 1_500
+
+
+def test_quasi_identifiers_must_be_read_columns():
+    with pytest.raises(RiskError, match=r"table people: .*\['zip', 'salary'\] names \['salary'\]"):
+        column_sets(["zip", "age"], [["zip", "salary"]], table="people")
+
+
+def test_missing_columns_in_a_chunk_are_named():
+    with pytest.raises(RiskError, match=r"table t: columns \['person'\] are missing"):
+        sketch_table([pd.DataFrame({"zip": [1]})], [("zip",)], ["person"], table="t")
+
+
+def test_output_assessment_counts_reproduced_unique_rows():
+    source = pd.DataFrame({"zip": np.arange(2_000) % 1_000, "age": np.arange(2_000) % 7})
+    sketcher = sketch_table([source], column_sets(["zip", "age"], [["zip", "age"]]))
+    unique_combos = source.groupby(["zip", "age"]).size()
+    unique_combos = unique_combos[unique_combos == 1].index.to_frame(index=False)
+    synthetic = pd.concat(
+        [unique_combos.iloc[:300], pd.DataFrame({"zip": np.arange(5_000, 5_700), "age": 3})],
+        ignore_index=True,
+    )
+    output = assess_output(sketcher, frame_chunks(synthetic, 250))
+    pair = output.reproduction["zip+age"]
+    assert pair.rows_sampled == 1_000  # the source sketch is exact: every synthetic row is in range
+    assert pair.rows_unique_in_source == 300
+    synthetic_zips, source_zips = set(synthetic["zip"]), set(source["zip"])
+    expected = len(synthetic_zips & source_zips) / len(synthetic_zips)
+    assert output.containment["zip"]["synthetic_in_source"] == pytest.approx(expected)
+    assert output.containment["age"]["synthetic_in_source"] == 1.0
+    assert output.to_dict()["reproduction"]["zip+age"]["share_unique_in_source"] == pytest.approx(0.3)
+
+
+def test_joinability_across_tables_and_domains():
+    customers = pd.DataFrame({"id": np.arange(5_000), "email": [f"c{i}@x.org" for i in range(5_000)]})
+    orders = pd.DataFrame(
+        {"customer": np.arange(20_000) % 2_000, "note": [f"c{i}@x.org" for i in range(20_000)]}
+    )
+    params = RiskParams()
+    sketchers = {
+        "customers": sketch_table([customers], [("id",), ("email",)], params=params),
+        "orders": sketch_table([orders], [("customer",), ("note",)], params=params),
+    }
+    links = {(j.left, j.right): j for j in cross_table_joinability(sketchers, params)}
+    assert links[("customers.id", "orders.customer")].linkable
+    assert links[("customers.id", "orders.customer")].containment_right_in_left == pytest.approx(1.0)
+    assert links[("customers.email", "orders.note")].containment_left_in_right == pytest.approx(1.0)
+    assert ("customers.id", "orders.note") not in links  # a number and a string never hash alike
+
+
+def test_coarse_rounds_counts_and_shares():
+    assert coarse({"n": 123_456, "share": 0.123456, "exact": True, "name": "x", "none": None}) == {
+        "n": 120_000,
+        "share": 0.123,
+        "exact": True,
+        "name": "x",
+        "none": None,
+    }
+    assert coarse([17, 3, 0.5, float("nan")]) == [17, 3, 0.5, None]
+
+
+# ----------------------------------------------------------------------------------- on databases
+
+
+def make_warehouse(url: str, schema: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rng = np.random.default_rng(7)
+    customers = pd.DataFrame(
+        {
+            "customer_id": np.arange(1_200),
+            "email": [f"user{i}@example.com" for i in range(1_200)],
+            "zip": rng.integers(10_000, 10_060, 1_200),
+            "birth_year": rng.integers(1940, 2005, 1_200),
+            "segment": rng.choice(["a", "b", "c"], 1_200),
+        }
+    )
+    orders = pd.DataFrame(
+        {
+            "order_id": np.arange(4_000),
+            "customer_id": rng.integers(0, 800, 4_000),
+            "amount": np.round(rng.gamma(2.0, 30.0, 4_000), 2),
+            "zip": rng.integers(10_000, 10_060, 4_000),
+        }
+    )
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        customers.to_sql("customers", conn, schema=schema, index=False)
+        orders.to_sql("orders", conn, schema=schema, index=False)
+    engine.dispose()
+    return customers, orders
+
+
+def risk_config(url: str, chunk_rows: int):
+    return parse_config(
+        {
+            "source": url,
+            "target": url,
+            "risk": {"thresholds": [1, 2, 5, 10]},
+            "defaults": {"read_chunk_rows": chunk_rows},
+            "tables": [
+                {
+                    "source": "customers",
+                    "aid_columns": ["customer_id"],
+                    "risk": {"quasi_identifiers": [["zip", "birth_year"], ["zip", "birth_year", "segment"]]},
+                },
+                {"source": "orders", "aid_columns": ["customer_id"], "columns": {"order_id": "drop"}},
+            ],
+        }
+    )
+
+
+def check_report(url: str, customers: pd.DataFrame, orders: pd.DataFrame) -> None:
+    report = assess_config(risk_config(url, chunk_rows=333))
+    data = json.loads(json.dumps(report.to_dict()))
+    table = data["tables"]["customers"]
+    assert table["ids"] == ["customer_id"]
+    assert set(table["column_sets"]) == {
+        "email",
+        "zip",
+        "birth_year",
+        "segment",
+        "zip+birth_year",
+        "zip+birth_year+segment",
+    }
+    email = table["column_sets"]["email"]
+    assert email["distinct_values"] == 1_200 and email["level"] == "identifying"
+    assert email["reidentification_potential"] == {"1": 1.0, "2": 1.0, "5": 1.0, "10": 1.0}
+    for name, columns in (("zip", ["zip"]), ("zip+birth_year", ["zip", "birth_year"])):
+        entry = table["column_sets"][name]
+        assert entry["distinct_values"] == customers.groupby(columns).ngroups
+        for t in (1, 2, 5, 10):
+            expected = exact_potential(customers, columns, "customer_id", t)
+            assert entry["reidentification_potential"][str(t)] == pytest.approx(expected)
+    assert "email" in table["identifying"]
+    order_sets = data["tables"]["orders"]["column_sets"]
+    assert set(order_sets) == {"amount", "zip"}  # order_id dropped by policy, customer_id is the id
+    expected = exact_potential(orders, ["zip"], "customer_id", 10)
+    assert order_sets["zip"]["reidentification_potential"]["10"] == pytest.approx(expected)
+    links = {(j["left"], j["right"]) for j in data["joinability"] if j["linkable"]}
+    assert ("customers.zip", "orders.zip") in links
+    # streaming in small chunks gives exactly the report of one big chunk
+    assert assess_config(risk_config(url, chunk_rows=100_000)).to_dict() == report.to_dict()
+
+
+def test_report_from_sqlite(tmp_path):
+    url = f"sqlite:///{tmp_path / 'warehouse.db'}"
+    customers, orders = make_warehouse(url)
+    check_report(url, customers, orders)
+
+
+@pytest.mark.postgres
+def test_report_from_postgresql(pg_url):
+    customers, orders = make_warehouse(pg_url)
+    check_report(pg_url, customers, orders)
+
+
+def test_errors_name_the_table(tmp_path):
+    url = f"sqlite:///{tmp_path / 'warehouse.db'}"
+    make_warehouse(url)
+    config = parse_config(
+        {
+            "source": url,
+            "target": url,
+            "tables": [
+                {
+                    "source": "orders",
+                    "columns": {"zip": "drop"},
+                    "risk": {"quasi_identifiers": [["zip", "amount"]]},
+                }
+            ],
+        }
+    )
+    with pytest.raises(
+        RiskError, match=r"table orders: quasi-identifier combination \['zip', 'amount'\] names \['zip'\]"
+    ):
+        assess_config(config)
+    missing = parse_config({"source": url, "target": url, "tables": [{"source": "nope"}]})
+    with pytest.raises(PipelineError, match="table nope: source table nope does not exist"):
+        assess_config(missing)
