@@ -101,6 +101,9 @@ class ClusteringParams:
     solver_alpha: float = 0.01
     main_column: str | None = None
     main_features: tuple[str, ...] | None = None
+    # ML-target mode: columns that are not features of the target are stitched on the target (False,
+    # as syndiffix 1.0.8) or patched, i.e. zipped on at random (True, as the published algorithm).
+    patch_non_features: bool = False
 
     def __post_init__(self) -> None:
         _check(self.sample_size >= 1, f"sample_size must be >= 1, got {self.sample_size}")

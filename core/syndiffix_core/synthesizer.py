@@ -13,24 +13,20 @@ import numpy as np
 import pandas as pd
 
 from .anonymizer import CountAnonymizer, Entities
+from .clustering.plan import TablePlan, plan_table
 from .columns import ColumnKind, encode_frame
 from .errors import InvalidInputError
 from .forest import Forest
 from .microdata import Microdata, MicrodataBuilder
 from .noise import Salt, row_content_hashes
 from .params import AnonymizationParams, BucketizationParams, ClusteringParams
+from .stitching import Microtable
+from .stitching import assemble as assemble_clusters
 
 Progress = Callable[[str, float], None]
 
 # 2^k - 1 trees per cluster: beyond this many columns a single cluster is not practical.
 MAX_SINGLE_CLUSTER_COLUMNS = 12
-
-
-@dataclass(frozen=True)
-class ClusterPlan:
-    """Which column sets are synthesized together (forest column indices), first one initial."""
-
-    clusters: tuple[tuple[int, ...], ...]
 
 
 @dataclass
@@ -82,37 +78,53 @@ def synthesize(
         clustering=clustering or ClusteringParams(),
         target_column=target_column,
     )
+    report("clustering", 0.15)
     plan = plan_clusters(context)
-    microtables = []
-    for number, cluster in enumerate(plan.clusters):
-        report("synthesize", 0.2 + 0.7 * number / len(plan.clusters))
-        microtables.append(context.microdata.materialize(cluster))
+    report("synthesize", 0.2)
+    table = assemble_clusters(
+        plan.clusters,
+        lambda columns: _microtable(context.microdata.materialize(columns)),
+        entropies=plan.entropies,
+        rng=context.salt.rng("stitch", *map(str, context.data.columns)),
+        column_ranges={j: context.forest.column_range(j) for j in range(context.forest.dims)},
+        null_values=dict(enumerate(context.forest.null_values.tolist())),
+        progress=lambda stage, fraction: report(stage, 0.2 + 0.7 * fraction),
+    )
     report("assemble", 0.9)
-    result = assemble(context, plan, microtables)
+    result = assemble(context, table)
     report("done", 1.0)
     return result
 
 
-def plan_clusters(context: SynthesisContext) -> ClusterPlan:
-    """Single-cluster plan: every column is synthesized together."""
-    columns = tuple(range(context.forest.dims))
-    if len(columns) > MAX_SINGLE_CLUSTER_COLUMNS:
+def plan_clusters(context: SynthesisContext) -> TablePlan:
+    """One cluster for narrow tables or with clustering disabled; otherwise clusters from the dependence
+    measure and the annealing solver, or around the ML target (see docs/clustering.md)."""
+    plan = plan_table(
+        context.forest.values,
+        [str(c) for c in context.data.columns],
+        context.clustering,
+        target_column=None if context.target_column is None else str(context.target_column),
+        rng=context.salt.rng("clustering", *map(str, context.data.columns)),
+    )
+    if len(plan.clusters.initial) > MAX_SINGLE_CLUSTER_COLUMNS:
         raise InvalidInputError(
-            f"{len(columns)} columns cannot be synthesized as one cluster (at most "
+            f"{len(plan.clusters.initial)} columns cannot be synthesized as one cluster (at most "
             f"{MAX_SINGLE_CLUSTER_COLUMNS}); wide tables need clustering"
         )
-    return ClusterPlan((columns,))
+    return plan
 
 
-def assemble(context: SynthesisContext, plan: ClusterPlan, microtables: list[Microdata]) -> pd.DataFrame:
-    """Combine the clusters' microdata into the output frame, in input column order, rows shuffled."""
-    if len(microtables) != 1:
-        raise InvalidInputError("assembling several clusters needs stitching")
-    table = microtables[0]
-    series_of = dict(zip(table.columns, table.values, strict=True))
-    frame = pd.DataFrame({context.codecs[j].name: series_of[j] for j in range(context.forest.dims)})
+def assemble(context: SynthesisContext, table: Microtable) -> pd.DataFrame:
+    """The joined clusters as the output frame, in input column order, rows shuffled."""
+    frame = pd.DataFrame({context.codecs[j].name: table.typed[j] for j in range(context.forest.dims)})
     shuffle = context.salt.rng("shuffle", *map(str, context.data.columns)).permutation(len(frame))
     return frame.iloc[shuffle].reset_index(drop=True)
+
+
+def _microtable(microdata: Microdata) -> Microtable:
+    return Microtable(
+        microdata.columns, microdata.floats, dict(zip(microdata.columns, microdata.values, strict=True))
+    )
 
 
 def _check_salt(salt: bytes | str) -> Salt:

@@ -1,0 +1,237 @@
+"""Clusters of columns: what they are, how a permutation becomes clusters, and how good a clustering is.
+
+Columns are referred to by their position in the table (0..d-1). The dependence matrix is symmetric with
+values in [0, 1]; a column's weight is ``1 + sqrt(max(entropy, 1))`` of its 1-dim entropy in bits.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# A derived cluster is filled up to this share of max_weight with its own columns, which leaves room
+# for its stitch columns.
+DERIVED_CLUSTER_CAPACITY = 0.7
+# Stitch columns are added while the cluster weight, counted from at least this share of max_weight,
+# stays within max_weight.
+STITCH_RESERVED_SHARE = 0.5
+# Candidates for stitch columns are compared on coarse steps of their average and maximum dependence
+# to the cluster, so that near-equal candidates are ordered by their total dependence instead of noise.
+AVERAGE_DEPENDENCE_STEP = 0.05
+MAX_DEPENDENCE_STEP = 0.01
+
+
+class StitchOwner(enum.StrEnum):
+    """Which side's values of the stitch columns survive a merge."""
+
+    SHARED = "shared"  # alternate rows take the left and the right side's values
+    LEFT = "left"  # the accumulated table's values (used for columns that only ride along)
+    RIGHT = "right"
+
+
+@dataclass(frozen=True)
+class DerivedCluster:
+    """Columns synthesized together and joined onto the accumulated table over ``stitch_columns``.
+
+    Without stitch columns the cluster is *patched*: its rows are zipped onto the table at random.
+    """
+
+    columns: tuple[int, ...]
+    stitch_columns: tuple[int, ...] = ()
+    owner: StitchOwner = StitchOwner.SHARED
+
+    @property
+    def all_columns(self) -> tuple[int, ...]:
+        return self.stitch_columns + self.columns
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """The initial cluster, synthesized first, and the derived clusters stitched onto it in order."""
+
+    initial: tuple[int, ...]
+    derived: tuple[DerivedCluster, ...] = field(default_factory=tuple)
+
+    def all_clusters(self) -> list[tuple[int, ...]]:
+        return [self.initial, *(cluster.all_columns for cluster in self.derived)]
+
+    def describe(self, names: Sequence[str]) -> str:
+        parts = ["[" + ", ".join(names[c] for c in self.initial) + "]"]
+        for cluster in self.derived:
+            stitch = ", ".join(names[c] for c in cluster.stitch_columns) or "patch"
+            parts.append(f"[{stitch} | " + ", ".join(names[c] for c in cluster.columns) + "]")
+        return " + ".join(parts)
+
+
+def column_weights(entropies: np.ndarray) -> np.ndarray:
+    return 1.0 + np.sqrt(np.maximum(np.asarray(entropies, dtype=float), 1.0))
+
+
+class ClusterBuilder:
+    """Turns permutations of the columns into clusters and scores them.
+
+    The solver calls :meth:`unsatisfied_dependence_of` tens of thousands of times, so the hot path works on
+    nested Python lists (faster than numpy for lookups this small) and never builds the dataclasses.
+    """
+
+    def __init__(
+        self,
+        dependence: np.ndarray,
+        entropies: np.ndarray,
+        *,
+        max_weight: float,
+        merge_threshold: float,
+        main_column: int | None = None,
+    ):
+        dependence = np.asarray(dependence, dtype=float)
+        # Symmetric, and the diagonal never counts: a column is never compared with itself.
+        dependence = (dependence + dependence.T) / 2
+        np.fill_diagonal(dependence, 0.0)
+        self.num_columns = dependence.shape[0]
+        self.dependence = dependence.tolist()
+        self.total_dependence = dependence.sum(axis=1).tolist()
+        self.weights = column_weights(entropies).tolist()
+        self.max_weight = float(max_weight)
+        self.merge_threshold = float(merge_threshold)
+        if main_column is not None and not 0 <= main_column < self.num_columns:
+            raise ValueError(f"main column {main_column} is not a column index below {self.num_columns}")
+        self.main_column = main_column
+        self._total_dependence = float(dependence.sum())
+
+    def build(self, permutation: Sequence[int]) -> Clusters:
+        members, weights, _ = self._place_columns(permutation)
+        derived: list[DerivedCluster] = []
+        available = list(members[0])
+        for cluster, weight in zip(members[1:], weights[1:], strict=True):
+            stitch, _ = self._stitch_columns(cluster, weight, available)
+            derived.append(DerivedCluster(tuple(cluster), tuple(stitch)))
+            available.extend(cluster)
+        initial = tuple(members[0])
+        # A first derived cluster stitched on the whole initial cluster is the initial cluster grown by
+        # its columns: synthesizing it as one saves a stitch and covers the same pairs.
+        if derived and set(derived[0].stitch_columns) == set(initial):
+            initial = initial + derived[0].columns
+            derived = derived[1:]
+        return Clusters(initial, tuple(derived))
+
+    def unsatisfied_dependence_of(self, permutation: Sequence[int]) -> float:
+        """The quality of ``build(permutation)`` (lower is better), without building it."""
+        members, weights, covered = self._place_columns(permutation)
+        dep = self.dependence
+        home = {}
+        for index, cluster in enumerate(members):
+            for column in cluster:
+                home[column] = index
+        stitches_of: list[list[int]] = [[]]
+        stitch_pairs: set[tuple[int, int]] = set()
+        available = list(members[0])
+        for index in range(1, len(members)):
+            cluster = members[index]
+            stitch, stitch_sums = self._stitch_columns(cluster, weights[index], available)
+            covered += stitch_sums
+            # Pairs of stitch columns are the only pairs that can already share an earlier cluster.
+            for i, a in enumerate(stitch):
+                for b in stitch[i + 1 :]:
+                    pair = (a, b) if a < b else (b, a)
+                    if (
+                        home[a] == home[b]
+                        or a in stitches_of[home[b]]
+                        or b in stitches_of[home[a]]
+                        or pair in stitch_pairs
+                    ):
+                        continue
+                    stitch_pairs.add(pair)
+                    covered += dep[a][b]
+            stitches_of.append(stitch)
+            available.extend(cluster)
+        return (self._total_dependence - 2.0 * covered) / (2 * self.num_columns)
+
+    def unsatisfied_dependence(self, clusters: Clusters) -> float:
+        """Average dependence between column pairs that share no cluster (lower is better)."""
+        dep = self.dependence
+        covered: set[tuple[int, int]] = set()
+        for columns in clusters.all_clusters():
+            ordered = sorted(columns)
+            for i, a in enumerate(ordered):
+                for b in ordered[i + 1 :]:
+                    covered.add((a, b))
+        satisfied = sum(dep[a][b] for a, b in covered)
+        return (self._total_dependence - 2.0 * satisfied) / (2 * self.num_columns)
+
+    def _place_columns(self, permutation: Sequence[int]) -> tuple[list[list[int]], list[float], float]:
+        """Each column joins the cluster it depends on most (on average), if that is at least the merge
+        threshold and the cluster has room; otherwise it opens a cluster. Also returns the summed
+        dependence of the pairs inside the clusters."""
+        dep = self.dependence
+        weights = self.weights
+        threshold = self.merge_threshold
+        first_capacity = self.max_weight
+        capacity = DERIVED_CLUSTER_CAPACITY * self.max_weight
+        members: list[list[int]] = []
+        cluster_weight: list[float] = []
+        covered = 0.0
+        for column in permutation:
+            get = dep[column].__getitem__
+            weight = weights[column]
+            best, best_average, best_sum = -1, -1.0, 0.0
+            for index, cluster in enumerate(members):
+                total = sum(map(get, cluster))
+                average = total / len(cluster)
+                if average < threshold or average <= best_average:
+                    continue
+                if len(cluster) > 1 and cluster_weight[index] + weight > (
+                    first_capacity if index == 0 else capacity
+                ):
+                    continue
+                best, best_average, best_sum = index, average, total
+            if best < 0:
+                members.append([column])
+                cluster_weight.append(weight)
+            else:
+                members[best].append(column)
+                cluster_weight[best] += weight
+                covered += best_sum
+        return members, cluster_weight, covered
+
+    def _stitch_columns(
+        self, cluster: list[int], weight: float, available: list[int]
+    ) -> tuple[list[int], float]:
+        """Stitch columns for a derived cluster, from the columns placed before it: the best one (or the
+        main column) always, then others that depend enough on the cluster while the weight allows.
+        Also returns the summed dependence between the chosen stitch columns and the cluster."""
+        dep = self.dependence
+        size = len(cluster)
+        scored = []
+        for candidate in available:
+            values = list(map(dep[candidate].__getitem__, cluster))
+            total = sum(values)
+            maximum = max(values)
+            key = (
+                math.floor(total / size / AVERAGE_DEPENDENCE_STEP),
+                math.floor(maximum / MAX_DEPENDENCE_STEP),
+                self.total_dependence[candidate],
+            )
+            scored.append((key, maximum, total, candidate))
+        scored.sort(reverse=True)
+
+        main = self.main_column
+        if main is not None and main in available:
+            first = next(item for item in scored if item[3] == main)
+        else:
+            first = scored[0]
+        stitch = [first[3]]
+        covered = first[2]
+        total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[3]]
+        for _, maximum, total, candidate in scored:
+            if candidate == first[3] or maximum < self.merge_threshold:
+                continue
+            if total_weight + self.weights[candidate] > self.max_weight:
+                continue
+            stitch.append(candidate)
+            covered += total
+            total_weight += self.weights[candidate]
+        return stitch, covered

@@ -1,0 +1,195 @@
+"""How strongly columns depend on each other, and how much information each holds (1-dim entropy).
+
+Both are measured on a sample of the rows (``sample_size``), like the sampling forest of SynDiffix 1.0.8,
+whose counts are noiseless: the measure only steers which columns are synthesized together, and every
+value it is applied to is still anonymized by the cluster forests.
+
+The dependence of columns x and y walks the 2-dim space in lock-step with the 1-dim trees of x and y:
+every 1-dim node holding at least ``RANGE_THRESHOLD`` rows that is not a single value is halved, and at
+every visited pair of 1-dim nodes (X, Y) the joint count is compared with the count independence
+predicts, ``expected = |X|·|Y| / N``: ``score = |expected − actual| / max(expected, actual)``.
+Dependence is the expected-weighted mean score over all visited pairs below the root (0 = independent,
+1 = every row in a different cell than independence predicts). When one node is a single value only the
+other dimension descends; pairs with a node under the threshold are not visited.
+
+A 2-dim tree over the sample would hold exactly these joint counts (its node covering X x Y counts the
+sample rows inside), so they are computed directly from the rows, one numpy pass per tree level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from syndiffix_core.forest import null_mapping, snap_range
+
+# 1-dim nodes with fewer rows are not compared (the range threshold of the bucketization defaults).
+RANGE_THRESHOLD = 15
+# Leaves of the entropy trees: nodes with fewer rows than this are not split further (the low-count
+# threshold of the noiseless sampling forest: low threshold 2 plus a 0.5 gap, rounded up).
+LOW_COUNT_THRESHOLD = 3
+# Halving a range of doubles more often than this cannot separate values any more.
+MAX_DEPTH = 60
+
+
+@dataclass(frozen=True)
+class DependenceResult:
+    """The measured dependence matrix (d x d, symmetric, diagonal 1) and 1-dim entropies (bits)."""
+
+    dependence: np.ndarray
+    entropies: np.ndarray
+
+
+def measure_dependence(values: np.ndarray, *, sample_size: int, rng: np.random.Generator) -> DependenceResult:
+    """Dependence between every pair of columns of ``values`` (rows x columns, floats, NaN = null) and
+    the entropy of every column, measured on at most ``sample_size`` rows drawn without replacement."""
+    values = np.asarray(values, dtype=float)
+    num_rows, num_columns = values.shape
+    sample = values
+    if sample_size > 0 and num_rows > sample_size:
+        sample = values[np.sort(rng.choice(num_rows, size=sample_size, replace=False))]
+    sample = _map_nulls(sample, values)
+
+    walk_levels = [_Levels.build(sample[:, i], RANGE_THRESHOLD) for i in range(num_columns)]
+    entropies = np.array([_entropy(sample[:, i]) for i in range(num_columns)])
+    dependence = np.eye(num_columns)
+    for x in range(num_columns):
+        for y in range(x + 1, num_columns):
+            dependence[x, y] = dependence[y, x] = _pair_dependence(walk_levels[x], walk_levels[y])
+    return DependenceResult(dependence, entropies)
+
+
+def _map_nulls(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Nulls become one value beyond twice the column's extreme, as in the forest."""
+    nulls = np.isnan(sample)
+    if not nulls.any():
+        return sample
+    null_values = np.array([null_mapping(values[:, j]) for j in range(values.shape[1])])
+    return np.where(nulls, null_values[None, :], sample)
+
+
+class _Levels:
+    """The nodes of one column's 1-dim tree, level by level. A node that does not split is carried to the
+    next level unchanged (its rows never change, so it never will). Only nodes holding at least the
+    range threshold are kept per level, numbered densely: ``node_of_row`` (-1 for rows in smaller
+    nodes), ``count`` and ``carried`` (the node was already there, unsplit, one level up)."""
+
+    def __init__(self, node_of_row: list[np.ndarray], count: list[np.ndarray], carried: list[np.ndarray]):
+        self.node_of_row = node_of_row
+        self.count = count
+        self.carried = carried
+
+    @property
+    def depth(self) -> int:
+        return len(self.count) - 1
+
+    @classmethod
+    def build(cls, column: np.ndarray, split_threshold: int) -> _Levels:
+        order = np.argsort(column, kind="stable")
+        ordered = column[order]
+        node_of_row, count, carried = [], [], []
+        for starts, ends, was_carried in _tree_levels(ordered, split_threshold):
+            counts = ends - starts
+            kept = counts >= RANGE_THRESHOLD
+            dense = np.where(kept, np.cumsum(kept) - 1, -1)
+            rows = np.empty(len(ordered), dtype=np.int64)
+            rows[order] = np.repeat(dense, counts)
+            node_of_row.append(rows)
+            count.append(counts[kept].astype(float))
+            carried.append(was_carried[kept])
+        return cls(node_of_row, count, carried)
+
+
+def _tree_levels(ordered: np.ndarray, split_threshold: int):
+    """Yield (starts, ends, carried) of the nodes of every level of the 1-dim tree over the sorted values:
+    nodes holding at least ``split_threshold`` rows and more than one distinct value are halved."""
+    num_rows = len(ordered)
+    lo, size = _push_down_root(ordered, *snap_range(float(ordered[0]), float(ordered[-1])))
+    starts = np.zeros(1, dtype=np.int64)
+    ends = np.full(1, num_rows, dtype=np.int64)
+    node_low, node_size = np.array([lo]), np.array([size])
+    carried = np.zeros(1, dtype=bool)
+    yield starts, ends, carried
+    for _ in range(MAX_DEPTH):
+        single = ordered[starts] == ordered[ends - 1]
+        middle = node_low + node_size / 2
+        splits = (ends - starts >= split_threshold) & ~single & (middle > node_low)
+        if not splits.any():
+            return
+        cut = np.where(splits, np.clip(np.searchsorted(ordered, middle), starts, ends), ends)
+        present = np.stack([cut > starts, (ends > cut) & splits], axis=1)
+        child_size = np.where(splits, node_size / 2, node_size)
+        starts = np.stack([starts, cut], axis=1)[present]
+        ends = np.stack([cut, ends], axis=1)[present]
+        node_low = np.stack([node_low, middle], axis=1)[present]
+        node_size = np.stack([child_size, child_size], axis=1)[present]
+        carried = np.stack([~splits, ~splits], axis=1)[present]
+        yield starts, ends, carried
+
+
+def _push_down_root(ordered: np.ndarray, lo: float, size: float) -> tuple[float, float]:
+    """Narrow the root while one half is low-count and the other is not (anonymizes min and max; the
+    rows of the dropped half stay in the edge node of the narrower range)."""
+    num_rows = len(ordered)
+    below = 0
+    above = num_rows
+    while size > 0:
+        middle = lo + size / 2
+        if middle <= lo:
+            break
+        cut = int(np.searchsorted(ordered, middle))
+        lower, upper = cut - below, above - cut
+        lower_low, upper_low = lower < LOW_COUNT_THRESHOLD, upper < LOW_COUNT_THRESHOLD
+        if lower_low == upper_low:
+            break
+        if lower_low:
+            lo, below = middle, cut
+        else:
+            above = cut
+        size /= 2
+    return lo, size
+
+
+def _entropy(column: np.ndarray) -> float:
+    """Entropy (bits) of the leaf counts of the column's 1-dim tree."""
+    if len(column) == 0:
+        return 0.0
+    ordered = np.sort(column)
+    for starts, ends, _ in _tree_levels(ordered, LOW_COUNT_THRESHOLD):
+        leaves = ends - starts
+    shares = leaves / len(column)
+    return float(-(shares * np.log2(shares)).sum())
+
+
+def _pair_dependence(x: _Levels, y: _Levels) -> float:
+    """Expected-weighted mean score over the pairs of 1-dim nodes visited in lock-step (see module doc).
+
+    At each level the visited pairs are all pairs of nodes over the threshold, except pairs of two nodes
+    that were single values one level up (their walk ended there), so one dense table per level holds
+    them all."""
+    num_rows = len(x.node_of_row[0])
+    if num_rows < RANGE_THRESHOLD:
+        return 0.0
+    weighted_score = total_expected = 0.0
+    for level in range(1, max(x.depth, y.depth) + 1):
+        lx, ly = min(level, x.depth), min(level, y.depth)
+        count_x, count_y = x.count[lx], y.count[ly]
+        if len(count_x) == 0 or len(count_y) == 0:
+            break
+        # Past a column's last level all its nodes are single values carried down.
+        carried_x = x.carried[lx] if level <= x.depth else np.ones(len(count_x), dtype=bool)
+        carried_y = y.carried[ly] if level <= y.depth else np.ones(len(count_y), dtype=bool)
+        visited = ~(carried_x[:, None] & carried_y[None, :])
+        if not visited.any():
+            break
+        width = len(count_y) + 1
+        cell = np.where(x.node_of_row[lx] < 0, len(count_x), x.node_of_row[lx]) * width + np.where(
+            y.node_of_row[ly] < 0, len(count_y), y.node_of_row[ly]
+        )
+        actual = np.bincount(cell, minlength=(len(count_x) + 1) * width).reshape(-1, width)[:-1, :-1]
+        expected = count_x[:, None] * count_y[None, :] / num_rows
+        score = np.abs(expected - actual) / np.maximum(expected, actual)
+        weighted_score += float((score * expected)[visited].sum())
+        total_expected += float(expected[visited].sum())
+    return weighted_score / total_expected if total_expected > 0 else 0.0

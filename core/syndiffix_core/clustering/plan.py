@@ -1,0 +1,88 @@
+"""The clustering decision for one table: one cluster, default clustering, or ML-target clusters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from syndiffix_core.clustering.builder import ClusterBuilder, Clusters
+from syndiffix_core.clustering.dependence import measure_dependence
+from syndiffix_core.clustering.ml import feature_clusters, select_features
+from syndiffix_core.clustering.solver import solve
+from syndiffix_core.errors import InvalidInputError
+from syndiffix_core.params import ClusteringParams
+
+# Tables this narrow are synthesized as one cluster: every pair of columns stays together, and the
+# 2^k - 1 trees of one cluster are still cheap.
+SINGLE_CLUSTER_COLUMNS = 5
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    clusters: Clusters
+    entropies: np.ndarray | None  # 1-dim entropy per column (orders stitch columns); None for one cluster
+
+
+def plan_table(
+    values: np.ndarray,
+    column_names: Sequence[str],
+    params: ClusteringParams,
+    *,
+    target_column: str | None,
+    rng: np.random.Generator,
+) -> TablePlan:
+    """Decide the clusters of a table given as floats (rows x columns, NaN or mapped nulls).
+
+    - ``params.enabled`` false, or at most 5 columns without a target: one cluster of every column.
+    - ``target_column`` (or ``params.main_column`` with ``params.main_features``): the target's features
+      chunked into clusters stitched on it; features from scikit-learn unless given explicitly.
+    - otherwise: dependence measure on a sample, then simulated annealing over permutations, with
+      ``params.main_column`` kept in the initial cluster and as the first stitch column.
+    """
+    names = list(column_names)
+    num_columns = len(names)
+
+    def index_of(name: str, what: str) -> int:
+        if name not in names:
+            raise InvalidInputError(f"{what} {name!r} is not a synthesized column (columns: {names})")
+        return names.index(name)
+
+    main = index_of(params.main_column, "main column") if params.main_column is not None else None
+    target = index_of(target_column, "target column") if target_column is not None else None
+    if params.main_features is not None and target is None and main is None:
+        raise InvalidInputError("main features need a main column (or target column) they predict")
+    if target is not None and main is not None and target != main:
+        raise InvalidInputError(
+            f"target column {target_column!r} and main column {params.main_column!r} differ; give one"
+        )
+    target = target if target is not None else (main if params.main_features is not None else None)
+
+    if not params.enabled or (num_columns <= SINGLE_CLUSTER_COLUMNS and target is None):
+        return TablePlan(Clusters(tuple(range(num_columns))), None)
+
+    measured = measure_dependence(values, sample_size=params.sample_size, rng=rng)
+    if target is not None:
+        if params.main_features is not None:
+            features = [index_of(name, "main feature") for name in params.main_features]
+        else:
+            features = select_features(values, target, rng=rng)
+        clusters = feature_clusters(
+            target,
+            features,
+            num_columns,
+            measured.entropies,
+            max_weight=params.max_weight,
+            patch_non_features=params.patch_non_features,
+        )
+        return TablePlan(clusters, measured.entropies)
+
+    builder = ClusterBuilder(
+        measured.dependence,
+        measured.entropies,
+        max_weight=params.max_weight,
+        merge_threshold=params.merge_threshold,
+        main_column=main,
+    )
+    return TablePlan(solve(builder, alpha=params.solver_alpha, rng=rng), measured.entropies)

@@ -1,0 +1,352 @@
+"""Joining the microdata of several clusters into one table: patching, recursive stitching, merging.
+
+A :class:`Microtable` is the synthetic output of one cluster: per column a float value in the column's
+own encoded space (real values, string indices, seconds since 1800, 0/1; NaN = null) used to sort and
+split rows, and the typed values that go into the output. Stitching only decides which left row goes
+with which right row; the typed values are gathered once at the end of each join.
+
+Everything is vectorized: the recursive stitch runs level by level over all open ranges at once (rows
+carry a group id, counts come from ``np.bincount``), so Python only loops over tree levels, never rows.
+Split points are midpoints of each stitch column's range *in the space of the values being split*
+(the microtable's own floats), which is what makes the halves meaningful (1.0.8 split de-normalized
+values at normalized midpoints).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from syndiffix_core.clustering.builder import Clusters, StitchOwner
+from syndiffix_core.forest import null_mapping, snap_range
+
+# A split is accepted when, for both halves, the smaller side has at least this share of the larger.
+SPLIT_BALANCE = 0.7
+
+
+@dataclass(frozen=True)
+class Microtable:
+    """Synthetic rows of some columns: ``values[:, i]`` and ``typed[columns[i]]`` describe column
+    ``columns[i]`` (a column index of the whole table)."""
+
+    columns: tuple[int, ...]
+    values: np.ndarray
+    typed: Mapping[int, pd.Series]
+
+    def __post_init__(self):
+        rows = self.values.shape[0]
+        if self.values.shape != (rows, len(self.columns)):
+            raise ValueError(f"values have shape {self.values.shape}, expected ({rows}, {len(self.columns)})")
+        for column in self.columns:
+            if len(self.typed[column]) != rows:
+                raise ValueError(f"typed column {column} has {len(self.typed[column])} rows, expected {rows}")
+
+    @property
+    def num_rows(self) -> int:
+        return self.values.shape[0]
+
+    def column_values(self, column: int) -> np.ndarray:
+        return self.values[:, self.columns.index(column)]
+
+
+def assemble(
+    clusters: Clusters,
+    materialize: Callable[[tuple[int, ...]], Microtable],
+    *,
+    entropies: Sequence[float] | None,
+    rng: np.random.Generator,
+    column_ranges: Mapping[int, tuple[float, float]] | None = None,
+    null_values: Mapping[int, float] | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> Microtable:
+    """Synthesize the initial cluster, then join every derived cluster onto the accumulated table."""
+    total = 1 + len(clusters.derived)
+    table = materialize(clusters.initial)
+    if progress is not None:
+        progress(f"cluster 1/{total} synthesized", 1 / total)
+    for number, cluster in enumerate(clusters.derived, start=2):
+        right = materialize(cluster.all_columns)
+        if cluster.stitch_columns:
+            table = stitch(
+                table, right, cluster.stitch_columns, entropies=entropies, owner=cluster.owner, rng=rng
+            )
+        else:
+            table = patch(table, right, rng=rng)
+        if progress is not None:
+            progress(f"cluster {number}/{total} stitched", number / total)
+    return table
+
+
+def patch(left: Microtable, right: Microtable, *, rng: np.random.Generator) -> Microtable:
+    """Zip shuffled right rows onto the left rows: the right columns keep their own distribution but are
+    independent of the left ones. The right side is cut or topped up with random repeats to fit."""
+    shared = set(left.columns) & set(right.columns)
+    if shared:
+        raise ValueError(f"a patch needs disjoint columns, both sides have {sorted(shared)}")
+    n_left, n_right = left.num_rows, right.num_rows
+    right_rows = rng.permutation(n_right)
+    if n_right == 0:
+        raise ValueError("cannot patch an empty microtable onto a table")
+    if n_right < n_left:
+        right_rows = np.concatenate([right_rows, rng.integers(0, n_right, size=n_left - n_right)])
+    right_rows = right_rows[:n_left]
+    return _join(left, right, np.arange(n_left), right_rows, take_right=None)
+
+
+def stitch(
+    left: Microtable,
+    right: Microtable,
+    stitch_columns: Sequence[int],
+    *,
+    entropies: Sequence[float] | None = None,
+    owner: StitchOwner = StitchOwner.SHARED,
+    column_ranges: Mapping[int, tuple[float, float]] | None = None,
+    null_values: Mapping[int, float] | None = None,
+    rng: np.random.Generator,
+) -> Microtable:
+    """Join right rows to left rows that agree on the stitch columns.
+
+    Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
+    entropy first, then round robin) while the halves stay balanced between the sides; each final range
+    is merged by sorting both sides on the stitch columns and zipping them.
+
+    ``column_ranges`` (column -> (low, size)) and ``null_values`` (column -> value nulls sort as) are the
+    forest's; without them both are derived from the two sides' values.
+    """
+    stitch_columns = list(dict.fromkeys(stitch_columns))
+    missing = [c for c in stitch_columns if c not in left.columns or c not in right.columns]
+    if missing:
+        raise ValueError(f"stitch columns {missing} are not on both sides")
+    if left.num_rows == 0 or right.num_rows == 0:
+        raise ValueError("cannot stitch an empty microtable")
+    if entropies is not None:
+        stitch_columns.sort(key=lambda c: (entropies[c], c))
+
+    left_values = np.column_stack([left.column_values(c) for c in stitch_columns])
+    right_values = np.column_stack([right.column_values(c) for c in stitch_columns])
+    left_values, right_values = _place_nulls(
+        left_values, right_values, None if null_values is None else [null_values[c] for c in stitch_columns]
+    )
+    lows, highs, integral = _root_ranges(
+        left_values,
+        right_values,
+        None if column_ranges is None else [column_ranges[c] for c in stitch_columns],
+    )
+
+    left_group, right_group = _split_recursively(left_values, right_values, lows, highs, integral)
+    left_rows, right_rows, slot = _merge_groups(
+        left_group, right_group, left_values, right_values, owner, rng
+    )
+
+    if owner is StitchOwner.LEFT:
+        take_right = np.zeros(len(left_rows), dtype=bool)
+    elif owner is StitchOwner.RIGHT:
+        take_right = np.ones(len(left_rows), dtype=bool)
+    else:
+        take_right = slot % 2 == 1
+    return _join(left, right, left_rows, right_rows, take_right=take_right)
+
+
+def _place_nulls(
+    left_values: np.ndarray, right_values: np.ndarray, null_values: Sequence[float] | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nulls sort as one value outside the column's range (the forest's null mapping, beyond twice the
+    column's extreme), so they stay together and never split off low or high real values."""
+    if null_values is None:
+        both = np.concatenate([left_values, right_values])
+        null_values = [null_mapping(both[:, k]) for k in range(both.shape[1])]
+    null_values = np.asarray(null_values, dtype=float)[None, :]
+    return (
+        np.where(np.isnan(left_values), null_values, left_values),
+        np.where(np.isnan(right_values), null_values, right_values),
+    )
+
+
+def _root_ranges(
+    left_values: np.ndarray, right_values: np.ndarray, column_ranges: Sequence[tuple[float, float]] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per stitch column: the (low, high) range the recursion starts from (the column's range in the
+    forest, or else the snapped range of both sides' values), and whether the column only holds whole
+    numbers (then ranges narrower than 1 never split)."""
+    both = np.concatenate([left_values, right_values])
+    integral = np.all(both == np.floor(both), axis=0)
+    if column_ranges is None:
+        column_ranges = [
+            snap_range(float(both[:, k].min()), float(both[:, k].max())) for k in range(both.shape[1])
+        ]
+    lows = np.array([low for low, _ in column_ranges], dtype=float)
+    highs = lows + np.array([size for _, size in column_ranges], dtype=float)
+    return lows, highs, integral
+
+
+def _split_recursively(
+    left_values: np.ndarray,
+    right_values: np.ndarray,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    integral: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Assign every left and right row to a final range ("group"), splitting all open groups of a
+    level at once. Returns the group id of each left and each right row."""
+    num_columns = left_values.shape[1]
+    left_group = np.zeros(left_values.shape[0], dtype=np.int64)
+    right_group = np.zeros(right_values.shape[0], dtype=np.int64)
+    # Per open group: its range on every stitch column, the column to try next, and how many columns
+    # may still be tried before giving up on splitting it.
+    group_low = lows[None, :].copy()
+    group_high = highs[None, :].copy()
+    next_column = np.zeros(1, dtype=np.int64)
+    attempts = np.full(1, num_columns, dtype=np.int64)
+    is_open = np.ones(1, dtype=bool)
+    root_high = highs
+
+    while is_open.any():
+        groups = len(next_column)
+        n_left = np.bincount(left_group, minlength=groups)
+        n_right = np.bincount(right_group, minlength=groups)
+        is_open &= (attempts > 0) & (n_left > 1) & (n_right > 1)
+        if not is_open.any():
+            break
+
+        column = next_column
+        low = group_low[np.arange(groups), column]
+        high = group_high[np.arange(groups), column]
+        middle = (low + high) / 2
+        width = high - low
+        at_top = high >= root_high[column]
+        can_split = np.where(integral[column], (width > 1) | ((width >= 1) & at_top), middle > low)
+
+        left_upper = left_values[np.arange(len(left_group)), column[left_group]] >= middle[left_group]
+        right_upper = right_values[np.arange(len(right_group)), column[right_group]] >= middle[right_group]
+        left_up = np.bincount(left_group, weights=left_upper, minlength=groups)
+        right_up = np.bincount(right_group, weights=right_upper, minlength=groups)
+        left_down, right_down = n_left - left_up, n_right - right_up
+        balanced = (_ratio(left_down, right_down) >= SPLIT_BALANCE) & (
+            _ratio(left_up, right_up) >= SPLIT_BALANCE
+        )
+        accept = is_open & can_split & balanced
+
+        rotated = (column + 1) % num_columns
+        # Rejected: try the next column; if every row of both sides lies in one half, narrow to it.
+        reject = is_open & ~accept
+        all_down = reject & (left_up == 0) & (right_up == 0)
+        all_up = reject & (left_down == 0) & (right_down == 0)
+        rows_reject = np.flatnonzero(all_down)
+        group_high[rows_reject, column[rows_reject]] = middle[rows_reject]
+        rows_reject = np.flatnonzero(all_up)
+        group_low[rows_reject, column[rows_reject]] = middle[rows_reject]
+        attempts = np.where(reject, attempts - 1, attempts)
+        next_column = np.where(reject, rotated, next_column)
+
+        if not accept.any():
+            continue
+        # Accepted: group g keeps its id for the lower half and the upper half gets a new id.
+        accepted = np.flatnonzero(accept)
+        new_ids = np.full(groups, -1, dtype=np.int64)
+        new_ids[accepted] = groups + np.arange(len(accepted))
+        left_move = left_upper & accept[left_group]
+        right_move = right_upper & accept[right_group]
+        left_group[left_move] = new_ids[left_group[left_move]]
+        right_group[right_move] = new_ids[right_group[right_move]]
+
+        upper_low = group_low[accepted].copy()
+        upper_high = group_high[accepted].copy()
+        upper_low[np.arange(len(accepted)), column[accepted]] = middle[accepted]
+        group_high[accepted, column[accepted]] = middle[accepted]
+        group_low = np.concatenate([group_low, upper_low])
+        group_high = np.concatenate([group_high, upper_high])
+        next_column = np.concatenate([np.where(accept, rotated, next_column), rotated[accepted]])
+        attempts = np.concatenate(
+            [np.where(accept, num_columns, attempts), np.full(len(accepted), num_columns)]
+        )
+        is_open = np.concatenate([is_open, np.ones(len(accepted), dtype=bool)])
+    return left_group, right_group
+
+
+def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """min/max of two counts, 0 when either is empty (an empty half never balances)."""
+    smaller, larger = np.minimum(a, b), np.maximum(a, b)
+    return np.where(smaller > 0, smaller / np.maximum(larger, 1), 0.0)
+
+
+def _merge_groups(
+    left_group: np.ndarray,
+    right_group: np.ndarray,
+    left_values: np.ndarray,
+    right_values: np.ndarray,
+    owner: StitchOwner,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair the rows of each group: both sides are shuffled, cut or topped up with random repeats to a
+    common length, sorted on the stitch columns and zipped. Returns the left row, the right row and the
+    slot (position within its group) of every output row."""
+    groups = int(max(left_group.max(), right_group.max())) + 1
+    n_left = np.bincount(left_group, minlength=groups)
+    n_right = np.bincount(right_group, minlength=groups)
+    if owner is StitchOwner.LEFT:
+        target = n_left
+    elif owner is StitchOwner.RIGHT:
+        target = n_right
+    else:
+        # Round half to even on exact .5, like Python's round().
+        target = np.rint((n_left + n_right) / 2).astype(np.int64)
+    target = np.where((n_left > 0) & (n_right > 0), target, 0)
+    left_rows = _align(left_group, n_left, target, left_values, rng)
+    right_rows = _align(right_group, n_right, target, right_values, rng)
+    starts = np.cumsum(target) - target
+    slot = np.arange(int(target.sum())) - np.repeat(starts, target)
+    return left_rows, right_rows, slot
+
+
+def _align(
+    group: np.ndarray, count: np.ndarray, target: np.ndarray, values: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Rows of one side laid out group after group, ``target[g]`` rows for group g (a random subset, or
+    all rows plus random repeats), each group sorted by its stitch values."""
+    shuffled = np.lexsort((rng.random(len(group)), group))
+    starts = np.cumsum(count) - count
+    total = int(target.sum())
+    slot_group = np.repeat(np.arange(len(target)), target)
+    slot = np.arange(total) - np.repeat(np.cumsum(target) - target, target)
+    group_count = count[slot_group]
+    # Slots past the group's own rows repeat a random row of the group.
+    repeat = rng.integers(0, np.maximum(group_count, 1)) if total else np.zeros(0, dtype=np.int64)
+    offset = np.where(slot < group_count, slot, repeat)
+    rows = shuffled[starts[slot_group] + offset]
+    # Sort each group on the stitch columns (first stitch column most significant); the random shuffle
+    # above breaks ties.
+    keys = [np.arange(total)] + [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
+    return rows[np.lexsort(keys)]
+
+
+def _join(
+    left: Microtable,
+    right: Microtable,
+    left_rows: np.ndarray,
+    right_rows: np.ndarray,
+    *,
+    take_right: np.ndarray | None,
+) -> Microtable:
+    """Row i of the result is left row ``left_rows[i]`` next to right row ``right_rows[i]``; a column on
+    both sides comes from the right where ``take_right`` is set, else from the left."""
+    columns = list(left.columns) + [c for c in right.columns if c not in left.columns]
+    values = np.empty((len(left_rows), len(columns)))
+    typed: dict[int, pd.Series] = {}
+    for i, column in enumerate(columns):
+        in_left, in_right = column in left.columns, column in right.columns
+        if in_left and in_right and take_right is not None and take_right.any():
+            n_left = left.num_rows
+            indices = np.where(take_right, n_left + right_rows, left_rows)
+            values[:, i] = np.concatenate([left.column_values(column), right.column_values(column)])[indices]
+            combined = pd.concat([left.typed[column], right.typed[column]], ignore_index=True)
+            typed[column] = combined.take(indices).reset_index(drop=True)
+        elif in_left:
+            values[:, i] = left.column_values(column)[left_rows]
+            typed[column] = left.typed[column].take(left_rows).reset_index(drop=True)
+        else:
+            values[:, i] = right.column_values(column)[right_rows]
+            typed[column] = right.typed[column].take(right_rows).reset_index(drop=True)
+    return Microtable(tuple(columns), values, typed)
