@@ -85,7 +85,7 @@ class TreeLevel:
     singularity_low: np.ndarray
     range_low: np.ndarray
     stub: np.ndarray
-    branch: np.ndarray  # bool: the node split (has children at depth + 1)
+    branch: np.ndarray  # bool: the node split; its children with >= 3 rows are in level depth + 1
     noisy_count: np.ndarray  # int64, >= 1
     subnodes: np.ndarray  # int32 (n, k): index of each (k-1)-dim subnode at this depth, -1 if none
 
@@ -236,6 +236,8 @@ class Forest:
             starts, ends, parents, child_bits = self._children_runs(
                 layout.code, starts[split_nodes], ends[split_nodes], split_nodes, depth, code_levels, k
             )
+            if starts.size == 0:
+                break
             key = (parents << k) | child_bits
             subnodes = self._child_subnodes(level.subnodes, parents, child_bits, sub_trees, depth + 1)
         return tree
@@ -343,6 +345,8 @@ class Forest:
             sub_bits = ((child_bits >> (dropped + 1)) << dropped) | (child_bits & ((1 << dropped) - 1))
             target = (parent_sub << (k - 1)) | sub_bits
             keys = sub_tree.levels[depth].key
+            if keys.size == 0:
+                continue
             found = np.minimum(np.searchsorted(keys, target), keys.size - 1)
             ok = (parent_sub >= 0) & (keys[found] == target)
             result[:, i] = np.where(ok, found, -1)

@@ -6,15 +6,18 @@ buckets carried up from depth d+1 are re-owned by their parents, then per node o
   leaf yields `noisy count` refined buckets;
 - a branch whose children's buckets hold fewer than half of its noisy count either collapses into its
   own bucket (1-dim) or keeps them and adds refined buckets for the difference (multi-dim);
-  otherwise the children's counts are rescaled to the branch's noisy count (fractions carried
-  forward within the branch, then truncated).
+  otherwise the children's counts are rescaled to the branch's noisy count.
+Counts travel up as real numbers and are rounded once at the end, fractions carried forward.
 
-Refinement of a multi-dim node X for n rows emits n buckets of count 1. The i-th bucket takes a
-(k-1)-dim sub-bucket from subnode i mod k (the node of the lower-dim tree with X's ranges minus one
-dimension), drawn with weight = count, and the missing dimension from a sub-bucket of the next
-subnode. A subnode's buckets are the buckets of that lower-dim tree's own harvest whose originating
-node lies under the subnode (found by preorder intervals, so no per-node lists exist); a missing
-subnode, or one without buckets, contributes X's own ranges. Singular dimensions of X keep X's point.
+Refinement is lazy: a node to refine for n rows is kept as ONE placeholder entry (count n) in its
+tree's harvest ("pool"); only when rows are materialized is each placeholder row turned into a
+concrete bucket. A refined bucket of node X takes a (k-1)-dim sub-bucket from a subnode i (the node
+of the lower-dim tree with X's ranges minus dimension i), drawn count-weighted from that tree's pool
+entries originating under the subnode (a preorder interval), and its missing dimension i from a
+sub-bucket of another subnode. A drawn entry that is itself a placeholder is concretized the same
+way, recursively (only the one needed dimension for the missing-dimension draw). A missing subnode,
+or one without entries, contributes X's own ranges. Singular dimensions of X keep X's point.
+This keeps every pool O(nodes) instead of O(rows), for every lower-dim tree.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Buckets:
     high: np.ndarray  # (n, k) float: range end (== low where singular)
     count: np.ndarray  # (n,) int64, > 0
     origin: np.ndarray  # (n,) int64 preorder number of the node the bucket came from
+    depth: np.ndarray | None = None  # (n,) int64: depth of the node to refine (placeholder), -1 concrete
+    node: np.ndarray | None = None  # (n,) int64: index of that node in its level
 
     @property
     def size(self) -> int:
@@ -44,21 +49,32 @@ class Buckets:
         return self.low == self.high
 
     def _take(self, index) -> Buckets:
-        return Buckets(self.low[index], self.high[index], self.count[index], self.origin[index])
+        return Buckets(
+            self.low[index],
+            self.high[index],
+            self.count[index],
+            self.origin[index],
+            None if self.depth is None else self.depth[index],
+            None if self.node is None else self.node[index],
+        )
+
+    @property
+    def placeholder(self) -> np.ndarray:
+        return np.zeros(self.size, dtype=bool) if self.depth is None else self.depth >= 0
 
 
 def _empty(k: int) -> Buckets:
-    return Buckets(np.zeros((0, k)), np.zeros((0, k)), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    none = np.zeros(0, np.int64)
+    return Buckets(np.zeros((0, k)), np.zeros((0, k)), none, none, none, none)
 
 
-def _concat(parts: list[Buckets], owners: list[np.ndarray]) -> tuple[Buckets, np.ndarray]:
-    buckets = Buckets(
-        np.concatenate([p.low for p in parts]),
-        np.concatenate([p.high for p in parts]),
-        np.concatenate([p.count for p in parts]),
-        np.concatenate([p.origin for p in parts]),
+def _concat(parts: list[Buckets]) -> Buckets:
+    def field(name):
+        return np.concatenate([getattr(p, name) for p in parts])
+
+    return Buckets(
+        field("low"), field("high"), field("count"), field("origin"), field("depth"), field("node")
     )
-    return buckets, np.concatenate(owners)
 
 
 @dataclass
@@ -87,31 +103,51 @@ class Preorder:
 
 
 class Harvester:
-    """Harvests the trees of one forest, memoizing every tree's buckets (refinement reuses them)."""
+    """Harvests the trees of one forest, memoizing every tree's pool (refinement draws from them)."""
 
     def __init__(self, forest: Forest):
         self.forest = forest
-        self._buckets: dict[tuple[int, ...], Buckets] = {}
+        self._pools: dict[tuple[int, ...], Buckets] = {}
         self._preorders: dict[tuple[int, ...], Preorder] = {}
+        self._sub_range_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:
             self._preorders[columns] = Preorder.of(self.forest.tree(columns))
         return self._preorders[columns]
 
-    def harvest(self, columns: tuple[int, ...]) -> Buckets:
+    def pool(self, columns: tuple[int, ...]) -> Buckets:
+        """The tree's harvest with refined nodes as placeholder entries, sorted by origin."""
         columns = tuple(sorted(columns))
-        if columns not in self._buckets:
-            self._buckets[columns] = self._harvest(self.forest.tree(columns))
-        return self._buckets[columns]
+        if columns not in self._pools:
+            self._pools[columns] = self._harvest(self.forest.tree(columns))
+        return self._pools[columns]
+
+    def harvest(self, columns: tuple[int, ...]) -> Buckets:
+        """Concrete buckets of the tree over `columns`: placeholders become count-1 refined buckets."""
+        columns = tuple(sorted(columns))
+        pool = self.pool(columns)
+        lazy = pool.placeholder
+        if not lazy.any():
+            return pool
+        rng = self.forest.salt.rng("refine", *(self.forest.column_names[j] for j in columns))
+        expanded = np.repeat(np.flatnonzero(lazy), pool.count[lazy])
+        low, high = self._concretize(columns, expanded, None, rng)
+        concrete = np.flatnonzero(~lazy)
+        result = Buckets(
+            np.concatenate([pool.low[concrete], low]),
+            np.concatenate([pool.high[concrete], high]),
+            np.concatenate([pool.count[concrete], np.ones(expanded.size, np.int64)]),
+            np.concatenate([pool.origin[concrete], pool.origin[expanded]]),
+        )
+        return result._take(np.argsort(result.origin, kind="stable"))
 
     def _harvest(self, tree: Tree) -> Buckets:
-        # Buckets are created once (ranges stored in `parts`); what travels up the levels is only
-        # (bucket id, owner node, real-valued count). Counts are rounded once at the end, with the
-        # fractions carried forward, instead of after every rescale.
+        # Buckets are created once (stored in `parts`); what travels up the levels is only
+        # (bucket id, owner node, real-valued count).
         k = tree.dims
         preorder = self.preorder(tree.columns)
-        rng = self.forest.salt.rng("refine", *(self.forest.column_names[j] for j in tree.columns))
         parts: list[Buckets] = []
         created = 0
         bucket_id = np.zeros(0, dtype=np.int64)
@@ -123,114 +159,146 @@ class Harvester:
                 owner = tree.levels[depth + 1].key[owner] >> k
             noisy = level.noisy_count
             child_total = np.bincount(owner, weights=count, minlength=level.size)
-            numbers = preorder.number[depth]
             collapse = level.branch & (2 * child_total < noisy)
             rescale = level.branch & ~collapse
             factor = np.where(rescale, noisy / np.maximum(child_total, 1e-12), 1.0)
             count = count * factor[owner]
             own_bucket = ~level.branch & ~level.lcf_low
+            refine = np.zeros(level.size)
             if k == 1:
                 own_bucket |= collapse
                 kept = ~collapse[owner]
                 bucket_id, owner, count = bucket_id[kept], owner[kept], count[kept]
             else:
+                refine = np.where(own_bucket & ~level.singular, noisy, 0.0)
+                refine += np.where(collapse, noisy - child_total, 0.0)
                 own_bucket &= level.singular
-            new_ids, new_owners, new_counts = [bucket_id], [owner], [count]
-            nodes = np.flatnonzero(own_bucket)
+            nodes = np.flatnonzero(own_bucket | (refine > 0))
             if nodes.size:
                 low, high = tree.node_ranges(self.forest, depth, nodes)
-                parts.append(Buckets(low, high, noisy[nodes], numbers[nodes]))
-                new_ids.append(np.arange(created, created + nodes.size))
-                new_owners.append(nodes)
-                new_counts.append(noisy[nodes].astype(np.float64))
-                created += nodes.size
-            if k > 1:
-                refine_leaf = ~level.branch & ~level.lcf_low & ~level.singular
-                refine_counts = np.where(refine_leaf, noisy, 0) + np.where(
-                    collapse, np.rint(noisy - child_total).astype(np.int64), 0
+                lazy = refine[nodes] > 0
+                parts.append(
+                    Buckets(
+                        low,
+                        high,
+                        noisy[nodes],
+                        preorder.number[depth][nodes],
+                        np.where(lazy, depth, -1),
+                        np.where(lazy, nodes, -1),
+                    )
                 )
-                nodes = np.flatnonzero(refine_counts > 0)
-                if nodes.size:
-                    refined = self._refine(tree, depth, nodes, refine_counts[nodes], numbers[nodes], rng)
-                    parts.append(refined)
-                    new_ids.append(np.arange(created, created + refined.size))
-                    new_owners.append(np.repeat(nodes, refine_counts[nodes]))
-                    new_counts.append(np.ones(refined.size))
-                    created += refined.size
-            bucket_id = np.concatenate(new_ids)
-            owner = np.concatenate(new_owners)
-            count = np.concatenate(new_counts)
+                bucket_id = np.concatenate([bucket_id, np.arange(created, created + nodes.size)])
+                owner = np.concatenate([owner, nodes])
+                count = np.concatenate([count, np.where(lazy, refine[nodes], noisy[nodes])])
+                created += nodes.size
         if not parts:
             return _empty(k)
-        store, _ = _concat(parts, [np.zeros(0, np.int64)])
-        result = store._take(bucket_id)
-        order = np.argsort(result.origin, kind="stable")
-        result = result._take(order)
-        result.count = _round_carrying(count[order])
-        return result._take(result.count > 0)
+        store = _concat(parts)
+        order = np.argsort(store.origin[bucket_id], kind="stable")
+        rounded = _round_carrying(count[order])
+        keep = rounded > 0
+        result = store._take(bucket_id[order][keep])
+        result.count = rounded[keep]
+        return result
 
-    def _refine(self, tree: Tree, depth: int, nodes, counts, numbers, rng) -> Buckets:
-        k = tree.dims
-        total = int(counts.sum())
-        node_low, node_high = tree.node_ranges(self.forest, depth, nodes)
-        owner = np.repeat(np.arange(nodes.size), counts)
-        rank = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-        primary = rank % k
-        low = node_low[owner].copy()
-        high = node_high[owner].copy()
-        level = tree.levels[depth]
-        sub_columns = [tuple(c for c in tree.columns if c != tree.columns[i]) for i in range(k)]
-        sub_draws = []
-        for i in range(k):
-            sub_draws.append(self._subnode_sampler(sub_columns[i], depth, level.subnodes[nodes, i]))
-        for i in range(k):
-            rows = np.flatnonzero(primary == i)
-            if rows.size == 0:
-                continue
-            other_dims = [j for j in range(k) if j != i]
-            buckets, index, found = sub_draws[i](owner[rows], rng)
-            if buckets is not None:
-                low[np.ix_(rows[found], other_dims)] = buckets.low[index[found]]
-                high[np.ix_(rows[found], other_dims)] = buckets.high[index[found]]
-            donor = (i + 1) % k
-            position = i if i < donor else i - 1
-            buckets, index, found = sub_draws[donor](owner[rows], rng)
-            if buckets is not None:
-                low[rows[found], i] = buckets.low[index[found], position]
-                high[rows[found], i] = buckets.high[index[found], position]
-        singular = node_low == node_high
-        low = np.where(singular[owner], node_low[owner], low)
-        high = np.where(singular[owner], node_high[owner], high)
-        return Buckets(low, high, np.ones(total, dtype=np.int64), numbers[owner])
+    def _concretize(self, columns, entries, only_dim: int | None, rng):
+        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool.
 
-    def _subnode_sampler(self, columns, depth, subnodes):
-        """A function drawing, for refined rows of given owners, one bucket under each owner's subnode."""
-        buckets = self.harvest(columns)
-        if buckets.size == 0:
-            return lambda owners, rng: (None, None, None)
-        preorder = self.preorder(columns)
-        tree_depths = len(preorder.number)
-        present = subnodes >= 0
-        if depth < tree_depths:
-            safe = np.where(present, subnodes, 0)
-            first = preorder.number[depth][safe]
-            last = first + preorder.size[depth][safe]
+        With `only_dim`, just that dimension is made concrete (the others keep the node's ranges).
+        """
+        pool = self.pool(columns)
+        k = len(columns)
+        low, high = pool.low[entries], pool.high[entries]
+        if only_dim is None:
+            primary = rng.integers(0, k, size=entries.size)
+            for i in range(k):
+                rows = np.flatnonzero(primary == i)
+                if rows.size == 0:
+                    continue
+                sub_low, sub_high = self._draw_sub_bucket(columns, i, entries[rows], None, rng)
+                for position, j in enumerate(j for j in range(k) if j != i):
+                    self._assign(low, high, rows, j, sub_low[:, position], sub_high[:, position])
+                self._fill_dimension(columns, i, (i + 1) % k, rows, entries, low, high, rng)
         else:
-            first = last = np.zeros(subnodes.size, dtype=np.int64)
-        start = np.searchsorted(buckets.origin, first)
-        stop = np.searchsorted(buckets.origin, last)
-        stop = np.where(present, stop, start)
-        cumulative = np.r_[0, np.cumsum(buckets.count)].astype(np.float64)
+            donors = (only_dim + 1 + rng.integers(0, k - 1, size=entries.size)) % k
+            for donor in range(k):
+                rows = np.flatnonzero(donors == donor)
+                if rows.size:
+                    self._fill_dimension(columns, only_dim, donor, rows, entries, low, high, rng)
+        return low, high
 
-        def draw(owners, rng):
-            lo, hi = cumulative[start[owners]], cumulative[stop[owners]]
-            found = hi > lo
-            target = lo + rng.random(owners.size) * (hi - lo)
-            index = np.searchsorted(cumulative, target, side="right") - 1
-            index = np.clip(index, start[owners], np.maximum(stop[owners] - 1, start[owners]))
-            return buckets, np.minimum(index, buckets.size - 1), found
+    @staticmethod
+    def _assign(low, high, rows, dim, new_low, new_high):
+        """Narrow dimension `dim` of `rows` to a drawn sub-range, except where the node is singular."""
+        keep = low[rows, dim] == high[rows, dim]
+        low[rows, dim] = np.where(keep, low[rows, dim], new_low)
+        high[rows, dim] = np.where(keep, high[rows, dim], new_high)
 
-        return draw
+    def _fill_dimension(self, columns, dim, donor, rows, entries, low, high, rng):
+        """Set dimension `dim` of `rows` from a sub-bucket of subnode `donor` (which keeps `dim`)."""
+        position = dim if dim < donor else dim - 1
+        sub_low, sub_high = self._draw_sub_bucket(columns, donor, entries[rows], position, rng)
+        self._assign(low, high, rows, dim, sub_low[:, position], sub_high[:, position])
+
+    def _draw_sub_bucket(self, columns, drop, entries, only_dim, rng):
+        """Count-weighted draw of a sub-pool entry under each placeholder's subnode `drop`, concretized.
+
+        Returns (low, high) of shape (m, k-1) in the sub-tree's dimensions; where no entry exists,
+        the placeholder node's own ranges (without dimension `drop`).
+        """
+        pool = self.pool(columns)
+        keep_dims = [j for j in range(len(columns)) if j != drop]
+        low, high = pool.low[entries][:, keep_dims], pool.high[entries][:, keep_dims]
+        sub_columns = columns[:drop] + columns[drop + 1 :]
+        start_of, stop_of = self._sub_ranges(columns, drop)
+        start, stop = start_of[entries], stop_of[entries]
+        found = np.flatnonzero(stop > start)
+        if found.size == 0:
+            return low, high
+        sub_pool = self.pool(sub_columns)
+        cumulative = self._cumulative(sub_columns)
+        lo, hi = cumulative[start[found]], cumulative[stop[found]]
+        target = lo + rng.random(found.size) * (hi - lo)
+        drawn = np.searchsorted(cumulative, target, side="right") - 1
+        drawn = np.clip(drawn, start[found], stop[found] - 1)
+        low[found], high[found] = sub_pool.low[drawn], sub_pool.high[drawn]
+        lazy = sub_pool.depth[drawn] >= 0
+        if lazy.any():
+            sub_low, sub_high = self._concretize(sub_columns, drawn[lazy], only_dim, rng)
+            low[found[lazy]], high[found[lazy]] = sub_low, sub_high
+        return low, high
+
+    def _sub_ranges(self, columns, drop) -> tuple[np.ndarray, np.ndarray]:
+        """Per entry of the pool: [start, stop) of the sub-pool entries under the entry's subnode."""
+        key = (columns, drop)
+        if key not in self._sub_range_cache:
+            pool = self.pool(columns)
+            tree = self.forest.tree(columns)
+            sub_columns = columns[:drop] + columns[drop + 1 :]
+            sub_pool = self.pool(sub_columns)
+            preorder = self.preorder(sub_columns)
+            first = np.zeros(pool.size, dtype=np.int64)
+            last = np.zeros(pool.size, dtype=np.int64)
+            lazy = np.flatnonzero(pool.placeholder)
+            depths = pool.depth[lazy]
+            for depth in np.unique(depths):
+                if depth >= len(preorder.number):
+                    continue
+                rows = lazy[depths == depth]
+                sub = tree.levels[depth].subnodes[pool.node[rows], drop].astype(np.int64)
+                present = sub >= 0
+                safe = np.where(present, sub, 0)
+                first[rows] = preorder.number[depth][safe]
+                last[rows] = np.where(present, first[rows] + preorder.size[depth][safe], first[rows])
+            start = np.searchsorted(sub_pool.origin, first)
+            stop = np.maximum(np.searchsorted(sub_pool.origin, last), start)
+            self._sub_range_cache[key] = (start, stop)
+        return self._sub_range_cache[key]
+
+    def _cumulative(self, columns) -> np.ndarray:
+        if columns not in self._cumulative_cache:
+            self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
+        return self._cumulative_cache[columns]
 
 
 def _round_carrying(values: np.ndarray) -> np.ndarray:
