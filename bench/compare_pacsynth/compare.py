@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -77,13 +79,14 @@ def main() -> None:
     sensitive = codes_of(frame, vocabulary)
     params = DpParams(epsilon=args.epsilon, reporting_length=args.reporting_length)
 
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     ours = synthesize_dp(frame, salt=b"bench-salt", table_identity="bench.correlated", params=params)
-    our_seconds = time.perf_counter() - start
+    our_seconds, our_cpu = time.perf_counter() - start, time.process_time() - start_cpu
 
     with tempfile.TemporaryDirectory() as tmp:
         source, target = Path(tmp) / "in.csv", Path(tmp) / "out.csv"
         frame.to_csv(source, index=False)
+        children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         run = subprocess.run(
             [
                 args.pacsynth_python,
@@ -97,6 +100,11 @@ def main() -> None:
             capture_output=True,
             text=True,
         )
+        children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU time of the whole child (CSV parsing included): an upper bound of fit + sample CPU
+        their_cpu = (children_after.ru_utime + children_after.ru_stime) - (
+            children_before.ru_utime + children_before.ru_stime
+        )
         theirs_timing = json.loads(run.stdout.strip().splitlines()[-1])
         theirs = pd.read_csv(target, dtype=str, keep_default_na=False).replace("", None)
     theirs = theirs[list(frame.columns)]
@@ -107,6 +115,7 @@ def main() -> None:
         f"reporting length {args.reporting_length}",
         "ours": {
             "fit_plus_sample_seconds": round(our_seconds, 2),
+            "cpu_seconds": round(our_cpu, 2),
             "rows": len(ours.frame),
             **errors(sensitive, codes_of(ours.frame, vocabulary), radices),
         },
@@ -114,11 +123,14 @@ def main() -> None:
             "fit_seconds": round(theirs_timing["fit_seconds"], 2),
             "sample_seconds": round(theirs_timing["sample_seconds"], 2),
             "fit_plus_sample_seconds": round(their_seconds, 2),
+            "cpu_seconds_whole_process": round(their_cpu, 2),
             "rows": theirs_timing["rows"],
             "partial_rows": int(theirs.isna().any(axis=1).sum()),
             **errors(sensitive, codes_of(theirs, vocabulary), radices),
         },
-        "speedup": round(their_seconds / our_seconds, 1),
+        "speedup_wall": round(their_seconds / our_seconds, 1),
+        "speedup_cpu_upper_bound": round(their_cpu / our_cpu, 1),
+        "machine_load_average_1min": round(os.getloadavg()[0], 2),
     }
     json.dump(report, sys.stdout, indent=2)
     print()

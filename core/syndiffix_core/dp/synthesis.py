@@ -160,7 +160,20 @@ def _weights(
             for j in range(lo, min(len(prior), reporting_length - 1) + 1)
             for s in itertools.combinations(prior, j)
         ]
-        lookups = np.empty((batch, len(values), len(subsets)))
+        m = len(subsets)
+        kth = max(math.ceil(weight_percentile / 100.0 * m) - 1, 0)
+        if complete and kth in (0, m - 1):
+            # the percentile is the min or the max (95% of fewer than 20 values is the max): running
+            # reductions, no (records, values, subsets) array
+            weights = lookup(subsets[0])
+            smallest = weights.copy()
+            for subset in subsets[1:]:
+                found = lookup(subset)
+                np.minimum(smallest, found, out=smallest)
+                (np.minimum if kth == 0 else np.maximum)(weights, found, out=weights)
+            weights[smallest <= 0] = 0.0
+            return np.maximum(weights, 0.0)
+        lookups = np.empty((batch, len(values), m))
         for s_index, subset in enumerate(subsets):
             lookups[:, :, s_index] = lookup(subset)
         if complete:
