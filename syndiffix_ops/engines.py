@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -66,7 +66,11 @@ class _Params(BaseModel):
 
 
 class AnonymizationSettings(_Params):
-    """Overrides of syndiffix_core.params.AnonymizationParams; unset fields keep the engine's defaults."""
+    """Overrides of syndiffix_core.params.AnonymizationParams; unset fields keep the engine's defaults.
+
+    low_threshold, layer_sd and low_mean_gap are the low-count filter (the engine's low_count_params);
+    outlier_count and top_count are [lower, upper] flattening intervals.
+    """
 
     low_threshold: int | None = Field(default=None, ge=1)
     layer_sd: float | None = Field(default=None, ge=0)
@@ -75,20 +79,29 @@ class AnonymizationSettings(_Params):
     top_count: tuple[int, int] | None = None
     layer_noise_sd: float | None = Field(default=None, ge=0)
 
+    @field_validator("outlier_count", "top_count")
+    @classmethod
+    def _interval(cls, interval: tuple[int, int] | None) -> tuple[int, int] | None:
+        if interval is not None and not 1 <= interval[0] <= interval[1]:
+            raise ValueError(f"must be [lower, upper] with 1 <= lower <= upper, got {list(interval)}")
+        return interval
+
 
 class BucketizationSettings(_Params):
     singularity_low_threshold: int | None = Field(default=None, ge=1)
     range_low_threshold: int | None = Field(default=None, ge=1)
     precision_limit_row_fraction: int | None = Field(default=None, ge=1)
-    precision_limit_depth_threshold: int | None = Field(default=None, ge=1)
+    precision_limit_depth_threshold: int | None = Field(default=None, ge=0)
 
 
 class ClusteringSettings(_Params):
+    enabled: bool | None = None
     sample_size: int | None = Field(default=None, ge=1)
     max_weight: float | None = Field(default=None, gt=0)
-    merge_threshold: float | None = Field(default=None, ge=0)
-    solver_alpha: float | None = Field(default=None, gt=0)
+    merge_threshold: float | None = Field(default=None, ge=0, le=1)
+    solver_alpha: float | None = Field(default=None, gt=0, lt=1)
     main_column: str | None = None
+    main_features: list[str] | None = None
 
 
 class SyndiffixParams(_Params):
@@ -98,8 +111,29 @@ class SyndiffixParams(_Params):
     target_column: str | None = Field(default=None, description="ML target: clusters favour predicting it")
 
 
-def _overrides(settings: BaseModel) -> dict[str, Any]:
-    return settings.model_dump(exclude_none=True)
+def _core_params(params: SyndiffixParams) -> dict[str, Any]:
+    """The engine's parameter dataclasses with only the configured fields changed from its defaults."""
+    from syndiffix_core import params as core
+
+    anonymization = params.anonymization.model_dump(exclude_none=True)
+    low_count = {
+        k: anonymization.pop(k) for k in ("low_threshold", "layer_sd", "low_mean_gap") if k in anonymization
+    }
+    for interval in ("outlier_count", "top_count"):
+        if interval in anonymization:
+            anonymization[interval] = core.FlatteningInterval(*anonymization[interval])
+    if low_count:
+        anonymization["low_count_params"] = core.SuppressionParams(**low_count)
+    bucketization = params.bucketization.model_dump(exclude_none=True)
+    clustering = params.clustering.model_dump(exclude_none=True)
+    if "main_features" in clustering:
+        clustering["main_features"] = tuple(clustering["main_features"])
+    return {
+        "anonymization": core.AnonymizationParams(**anonymization) if anonymization else None,
+        "bucketization": core.BucketizationParams(**bucketization) if bucketization else None,
+        "clustering": core.ClusteringParams(**clustering) if clustering else None,
+        "target_column": params.target_column,
+    }
 
 
 @dataclass(frozen=True)
@@ -117,22 +151,10 @@ class SyndiffixEngine:
         table_identity: str,
     ) -> EngineResult:
         import syndiffix_core
-        from syndiffix_core import params as core_params
         from syndiffix_core import synthesize
 
         assert isinstance(params, SyndiffixParams)
-        anonymization = _overrides(params.anonymization)
-        bucketization = _overrides(params.bucketization)
-        clustering = _overrides(params.clustering)
-        frame = synthesize(
-            df,
-            list(aid_columns) or None,
-            salt=salt,
-            anonymization=core_params.AnonymizationParams(**anonymization) if anonymization else None,
-            bucketization=core_params.BucketizationParams(**bucketization) if bucketization else None,
-            clustering=core_params.ClusteringParams(**clustering) if clustering else None,
-            target_column=params.target_column,
-        )
+        frame = synthesize(df, list(aid_columns) or None, salt=salt, **_core_params(params))
         return EngineResult(frame=frame, metadata={"syndiffix_core_version": syndiffix_core.__version__})
 
 

@@ -256,3 +256,32 @@ def test_validating_a_config_does_not_import_the_engine(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_engine_params_become_the_engines_own_parameter_objects_with_only_set_fields_changed():
+    from syndiffix_core import params as core
+    from syndiffix_ops.engines import _core_params
+
+    params = SyndiffixParams.model_validate(
+        {
+            "anonymization": {"low_threshold": 4, "outlier_count": [3, 6]},
+            "bucketization": {"range_low_threshold": 30},
+            "clustering": {"enabled": False, "main_features": ["a"]},
+            "target_column": "a",
+        }
+    )
+    converted = _core_params(params)
+    assert converted["anonymization"] == core.AnonymizationParams(
+        low_count_params=core.SuppressionParams(low_threshold=4), outlier_count=core.FlatteningInterval(3, 6)
+    )
+    assert converted["bucketization"] == core.BucketizationParams(range_low_threshold=30)
+    assert converted["clustering"] == core.ClusteringParams(enabled=False, main_features=("a",))
+    assert converted["target_column"] == "a"
+    assert _core_params(SyndiffixParams()) == dict.fromkeys(
+        ["anonymization", "bucketization", "clustering", "target_column"]
+    )
+
+
+def test_an_inverted_flattening_interval_is_refused_at_validation():
+    with pytest.raises(ValueError, match=r"must be \[lower, upper\] with 1 <= lower <= upper, got \[5, 2\]"):
+        SyndiffixParams.model_validate({"anonymization": {"top_count": [5, 2]}})

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from decimal import Decimal
 
-import numpy as np
 import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 
+import syndiffix_core
 from syndiffix_ops.config import ConfigError, parse_config
-from syndiffix_ops.engines import ENGINES, EngineResult, register_engine
+from syndiffix_ops.engines import ENGINES, register_engine
 from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
 from syndiffix_ops.pipeline import PipelineError, SchemaDriftError, run_table
 from syndiffix_ops.warehouse import RowLimitExceeded
@@ -25,19 +24,6 @@ class _NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class SampleEngine:
-    """A small real engine for pipeline tests: keeps a salt-seeded half of the rows, drops the AIDs."""
-
-    name = "test_sample"
-    params_model = _NoParams
-
-    def run(self, df, *, aid_columns, salt, params, table_identity):
-        seed = int.from_bytes(hashlib.sha256(salt + table_identity.encode()).digest()[:8], "little")
-        keep = np.random.default_rng(seed).random(len(df)) < 0.5
-        frame = df.drop(columns=list(aid_columns))[keep].reset_index(drop=True)
-        return EngineResult(frame, {"kept_share": 0.5})
-
-
 class FailingEngine:
     name = "test_failing"
     params_model = _NoParams
@@ -48,10 +34,9 @@ class FailingEngine:
 
 @pytest.fixture(autouse=True)
 def test_engines():
-    engines = [register_engine(SampleEngine()), register_engine(FailingEngine())]
+    register_engine(FailingEngine())
     yield
-    for engine in engines:
-        ENGINES.pop(engine.name)
+    ENGINES.pop(FailingEngine.name)
 
 
 def _qualified(engine: sa.Engine, schema: str | None, name: str) -> str:
@@ -94,7 +79,6 @@ def _config(db: sa.Engine, schema: str | None, **table):
     entry = {
         "source": f"{schema}.orders" if schema else "orders",
         "target": "orders_synth",
-        "engine": "test_sample",
     }
     entry.update(table)
     return parse_config(
@@ -151,10 +135,16 @@ def test_a_table_is_synthesized_with_source_types_lineage_and_a_result_per_outpu
     [lineage] = _lineage(engine, schema)
     assert lineage["lineage_id"] == result.lineage_id and lineage["run_id"] == "run-1"
     assert lineage["status"] == "success" and lineage["synthetic_rows"] == len(written)
-    assert lineage["source_table"] == source.fullname and lineage["engine"] == "test_sample"
+    assert lineage["source_table"] == source.fullname and lineage["engine"] == "syndiffix"
     assert lineage["source_dialect"] == engine.dialect.name
     assert lineage["config_hash"] == config.config_hash()
-    assert lineage["engine_metadata"] == {"kept_share": 0.5}
+    assert lineage["engine_metadata"] == {"syndiffix_core_version": syndiffix_core.__version__}
+    assert lineage["quality_metrics"]["synthetic_rows"] == len(written)
+    assert lineage["parameters"]["engine_params"] == {
+        "anonymization": {},
+        "bucketization": {},
+        "clustering": {},
+    }
     assert [c["name"] for c in lineage["columns"]] == ["amount", "city", "paid", "ordered_on"]
     assert lineage["columns"][0]["source_type"] == declared["amount"] == lineage["columns"][0]["target_type"]
 
