@@ -1,4 +1,4 @@
-"""The `syndiffix-ops` command line: run, validate and demo (see docs/cli.md).
+"""The `syndiffix-ops` command line: run, validate, risk and demo (see docs/cli.md, docs/risk.md).
 
 Exit codes, for scripts:
   0  every table succeeded (or the config is valid)
@@ -300,6 +300,81 @@ def _metric(value: float | None) -> str:
 
 def _qualified(schema: str | None, name: str) -> str:
     return f"{schema}.{name}" if schema else name
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--table",
+    "table_names",
+    multiple=True,
+    metavar="NAME",
+    help="Assess only this table (its name, target or source); repeat for several. Default: all.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON: per table and column set, distinct values and ids, re-identification potential.",
+)
+@verbose_option
+def risk(config_path: Path, table_names: Sequence[str], as_json: bool, verbose: bool) -> None:
+    """Privacy-risk report of CONFIG's source tables from KHLL sketches; reads the source, writes nothing.
+
+    Per synthesized column and configured quasi-identifier combination: estimated distinct values and
+    ids, and the share of values held by at most 1, 2, 5, 10 ids. See docs/risk.md.
+    """
+    _configure_logging(verbose)
+    with handle_errors(verbose):
+        import json
+
+        from syndiffix_ops.risk import assess_config
+
+        config = load_config_or_fail(config_path)
+        for name in table_names:
+            config.table(name)  # an unknown name is a usage error before any database is touched
+        report = assess_config(config, tables=list(table_names) or None)
+        if as_json:
+            click.echo(json.dumps(report.to_dict(), indent=2))
+        else:
+            _print_risk(report)
+
+
+def _print_risk(report: Any) -> None:
+    for table_risk in report.tables:
+        ids = ", ".join(table_risk.id_columns) or "rows"
+        table = Table(title=f"{table_risk.table} (ids: {ids})", title_justify="left")
+        thresholds = (
+            sorted(table_risk.summaries[0].reidentification_potential) if table_risk.summaries else []
+        )
+        table.add_column("column set", overflow="fold")
+        table.add_column("risk", no_wrap=True, min_width=len("identifying"))
+        table.add_column("distinct values", justify="right")
+        for t in thresholds:
+            table.add_column(f"values <={t} ids", justify="right")
+        for summary in table_risk.summaries:
+            color = {"identifying": "red", "elevated": "yellow"}.get(summary.level, "green")
+            table.add_row(
+                escape("+".join(summary.columns)),
+                f"[{color}]{summary.level}[/{color}]",
+                f"{summary.distinct_values:,.0f}" + ("" if summary.distinct_values_exact else " (est.)"),
+                *(f"{share:.1%}" for _, share in sorted(summary.reidentification_potential.items())),
+            )
+        console.print(table)
+    links = [link for link in report.joinability if link.linkable]
+    if links:
+        table = Table(title="linkable columns across tables", title_justify="left")
+        for heading in ("column", "column", "containment ->", "<- containment", "Jaccard"):
+            table.add_column(heading)
+        for link in links:
+            table.add_row(
+                escape(link.left),
+                escape(link.right),
+                f"{link.containment_left_in_right:.0%}",
+                f"{link.containment_right_in_left:.0%}",
+                f"{link.jaccard:.2f}",
+            )
+        console.print(table)
 
 
 @main.command()

@@ -46,6 +46,7 @@ from syndiffix_core.risk import (
     reproduction,
     summarize,
 )
+from syndiffix_ops.config import ConfigError
 from syndiffix_ops.warehouse.read import iter_column_chunks, reflect_table
 
 if TYPE_CHECKING:
@@ -60,8 +61,11 @@ _IN_MEMORY_CHUNK_ROWS = 250_000
 _REPORTED_CONTAINMENT = 0.1
 
 
-class RiskError(ValueError):
+class RiskError(ConfigError):
     """A risk setting that does not fit the table; the message names the table and column."""
+
+    def __init__(self, message: str):
+        super().__init__([message])
 
 
 @dataclass(frozen=True)

@@ -249,3 +249,66 @@ def test_errors_name_the_table(tmp_path):
     missing = parse_config({"source": url, "target": url, "tables": [{"source": "nope"}]})
     with pytest.raises(PipelineError, match="table nope: source table nope does not exist"):
         assess_config(missing)
+
+
+# ---------------------------------------------------------------------------------------- the CLI
+
+
+def write_config(tmp_path, url: str, extra_table: str = "") -> str:
+    path = tmp_path / "risk.yaml"
+    path.write_text(
+        f"""
+source: {url}
+target: sqlite:///{tmp_path / "target.db"}
+tables:
+  - source: customers
+    aid_columns: [customer_id]
+    risk:
+      quasi_identifiers: [[zip, birth_year]]
+  - source: orders
+    aid_columns: [customer_id]
+{extra_table}"""
+    )
+    return str(path)
+
+
+def test_cli_prints_json_per_table_and_column_set(tmp_path):
+    from click.testing import CliRunner
+
+    from syndiffix_ops.cli import main
+
+    url = f"sqlite:///{tmp_path / 'warehouse.db'}"
+    customers, _ = make_warehouse(url)
+    result = CliRunner().invoke(main, ["risk", write_config(tmp_path, url), "--json", "--table", "customers"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert list(data["tables"]) == ["customers"]
+    entry = data["tables"]["customers"]["column_sets"]["zip+birth_year"]
+    assert entry["distinct_values"] == customers.groupby(["zip", "birth_year"]).ngroups
+    assert set(entry["reidentification_potential"]) == {"1", "2", "5", "10"}
+    assert entry["distinct_ids"] == 1_200
+
+    human = CliRunner().invoke(main, ["risk", write_config(tmp_path, url)])
+    assert human.exit_code == 0, human.output
+    assert "identifying" in human.output and "linkable columns across tables" in human.output
+
+
+def test_cli_exit_codes_for_bad_configs(tmp_path):
+    from click.testing import CliRunner
+
+    from syndiffix_ops.cli import main
+
+    url = f"sqlite:///{tmp_path / 'warehouse.db'}"
+    make_warehouse(url)
+    unknown = CliRunner().invoke(main, ["risk", write_config(tmp_path, url), "--table", "nope"])
+    assert unknown.exit_code == 2
+    bad_qi = "    risk:\n      quasi_identifiers: [[zip, amount, colour]]\n"
+    config = write_config(
+        tmp_path, url, extra_table="  - source: orders\n    name: orders2\n    target: orders2\n" + bad_qi
+    )
+    result = CliRunner().invoke(main, ["risk", config])
+    assert result.exit_code == 2
+    assert (
+        "table orders2: quasi-identifier combination ['zip', 'amount', 'colour'] names ['colour']"
+        in " ".join(result.output.split())
+    )
