@@ -27,7 +27,7 @@ from itertools import combinations
 import numpy as np
 
 from .anonymizer import CountAnonymizer, Entities, SortedEntities
-from .noise import Salt, hash_floats, hash_strings
+from .noise import Salt, hash_floats, hash_strings, mix64
 from .params import BucketizationParams
 
 MAX_DEPTH = 62
@@ -100,6 +100,7 @@ class Tree:
     low: np.ndarray  # (k,) root range starts
     size: np.ndarray  # (k,) root range sizes (powers of two)
     base_seed: int
+    code_levels: int  # levels held by the sort code (62 for 1-dim trees, else the depth limit)
     levels: list[TreeLevel] = field(default_factory=list)
 
     @property
@@ -203,7 +204,10 @@ class Forest:
         else:
             sub_depth = max(len(self.trees[s].levels) for s in combinations(columns, k - 1))
             max_depth = min(63 // k, sub_depth)
-        tree = Tree(columns, self.low[list(columns)].copy(), self.size[list(columns)].copy(), base_seed)
+        code_levels = MAX_DEPTH if k == 1 else max_depth
+        tree = Tree(
+            columns, self.low[list(columns)].copy(), self.size[list(columns)].copy(), base_seed, code_levels
+        )
         units = unit_positions(self.values[:, list(columns)], tree.low[None, :], tree.size[None, :])
         code = _morton_code(units, max_depth)
         del units
@@ -224,7 +228,6 @@ class Forest:
         sub_trees = [self.trees[s] for s in combinations(columns, k - 1)] if k > 1 else []
         # combinations() of the columns in order yields the subset dropping the LAST column first.
         sub_trees.reverse()
-        code_levels = MAX_DEPTH if k == 1 else max_depth
         for depth in range(max_depth + 1):
             level = self._level(
                 tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit
@@ -260,11 +263,12 @@ class Forest:
             upper_bits = ((bits << 1) | 1) << remaining
             threshold = ((prefix << np.uint64(k)) | upper_bits.astype(np.uint64)) << np.uint64(shift)
             middle = np.clip(np.searchsorted(code, threshold), starts, ends)
-            starts = np.concatenate([starts, middle])
-            ends = np.concatenate([middle, ends])
-            prefix = np.concatenate([prefix, prefix])
-            parents = np.concatenate([parents, parents])
-            bits = np.concatenate([bits << 1, (bits << 1) | 1])
+            # Interleave lower/upper halves so that children stay in (parent, bits) order.
+            starts = np.stack([starts, middle], axis=1).ravel()
+            ends = np.stack([middle, ends], axis=1).ravel()
+            prefix = np.repeat(prefix, 2)
+            parents = np.repeat(parents, 2)
+            bits = np.stack([bits << 1, (bits << 1) | 1], axis=1).ravel()
             keep = ends > starts
             starts, ends, prefix, parents, bits = (
                 starts[keep],
@@ -274,9 +278,7 @@ class Forest:
                 bits[keep],
             )
         keep = (ends - starts) >= self.anonymizer.params.low_count_params.low_threshold
-        starts, ends, parents, bits = starts[keep], ends[keep], parents[keep], bits[keep]
-        order = np.lexsort((bits, parents))
-        return starts[order], ends[order], parents[order], bits[order]
+        return starts[keep], ends[keep], parents[keep], bits[keep]
 
     def _level(self, tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit):
         k = tree.dims
@@ -291,13 +293,15 @@ class Forest:
                 singular_dims |= same.astype(np.uint32) << np.uint32(j)
         singular = singular_dims == np.uint32((1 << k) - 1)
         rep_row = layout.order[starts]
-        rep_values = self.values[np.ix_(rep_row, list(tree.columns))]
-        width = tree.size / 2.0**depth
-        midpoints = tree.low[None, :] + (tree.cells(depth, rep_values) + 0.5) * width[None, :]
-        labels = np.where(singular[:, None], rep_values, midpoints)
-        seeds = np.full(n, np.uint64(tree.base_seed), dtype=np.uint64)
-        for j in range(k):
-            seeds ^= hash_floats(labels[:, j], j)
+        # Bucket labels: the node's cell (depth + interleaved cell bits) or, for singularities, the point.
+        cell_bits = cell_prefix(layout.code[starts], depth, tree.code_levels, k)
+        seeds = mix64(cell_bits ^ np.uint64(tree.base_seed) ^ (np.uint64(depth + 1) << np.uint64(57)))
+        if singular.any():
+            nodes = np.flatnonzero(singular)
+            point_seed = np.full(nodes.size, np.uint64(tree.base_seed), dtype=np.uint64)
+            for j, column in enumerate(tree.columns):
+                point_seed ^= hash_floats(self.values[rep_row[nodes], column], j)
+            seeds[nodes] = point_seed
         counts = self.anonymizer.count_ranges(layout.entities, starts, ends, seeds)
         if k > 1:
             stub = np.ones(n, dtype=bool)
@@ -417,6 +421,13 @@ def _change_counts(sorted_values: np.ndarray) -> np.ndarray:
     changes = np.zeros(sorted_values.size, dtype=np.int32)
     np.cumsum(sorted_values[1:] != sorted_values[:-1], out=changes[1:])
     return changes
+
+
+def cell_prefix(codes: np.ndarray, depth: int, code_levels: int, k: int) -> np.ndarray:
+    """The first `depth` levels of interleaved cell bits (the node's cell at that depth)."""
+    if depth == 0:
+        return np.zeros(codes.size, dtype=np.uint64)
+    return codes >> np.uint64((code_levels - depth) * k)
 
 
 def _morton_code(units: np.ndarray, depth: int) -> np.ndarray:

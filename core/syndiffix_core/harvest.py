@@ -133,7 +133,7 @@ class Harvester:
             return pool
         rng = self.forest.salt.rng("refine", *(self.forest.column_names[j] for j in columns))
         expanded = np.repeat(np.flatnonzero(lazy), pool.count[lazy])
-        low, high = self._concretize(columns, expanded, None, rng)
+        low, high = self._concretize(columns, expanded, rng)
         concrete = np.flatnonzero(~lazy)
         result = Buckets(
             np.concatenate([pool.low[concrete], low]),
@@ -201,30 +201,37 @@ class Harvester:
         result.count = rounded[keep]
         return result
 
-    def _concretize(self, columns, entries, only_dim: int | None, rng):
-        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool.
-
-        With `only_dim`, just that dimension is made concrete (the others keep the node's ranges).
-        """
+    def _concretize(self, columns, entries, rng):
+        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool."""
         pool = self.pool(columns)
         k = len(columns)
         low, high = pool.low[entries], pool.high[entries]
-        if only_dim is None:
-            primary = rng.integers(0, k, size=entries.size)
-            for i in range(k):
-                rows = np.flatnonzero(primary == i)
-                if rows.size == 0:
-                    continue
-                sub_low, sub_high = self._draw_sub_bucket(columns, i, entries[rows], None, rng)
-                for position, j in enumerate(j for j in range(k) if j != i):
-                    self._assign(low, high, rows, j, sub_low[:, position], sub_high[:, position])
-                self._fill_dimension(columns, i, (i + 1) % k, rows, entries, low, high, rng)
-        else:
-            donors = (only_dim + 1 + rng.integers(0, k - 1, size=entries.size)) % k
-            for donor in range(k):
-                rows = np.flatnonzero(donors == donor)
-                if rows.size:
-                    self._fill_dimension(columns, only_dim, donor, rows, entries, low, high, rng)
+        primary = rng.integers(0, k, size=entries.size)
+        for i in range(k):
+            rows = np.flatnonzero(primary == i)
+            if rows.size == 0:
+                continue
+            sub_low, sub_high = self._draw_sub_bucket(columns, i, entries[rows], rng)
+            for position, j in enumerate(j for j in range(k) if j != i):
+                self._assign(low, high, rows, j, sub_low[:, position], sub_high[:, position])
+            donor = (i + 1) % k
+            dim_low, dim_high = self._draw_dimension(columns, i, donor, entries[rows], rng)
+            self._assign(low, high, rows, i, dim_low, dim_high)
+        return low, high
+
+    def _concretize_dimension(self, columns, entries, dim, rng):
+        """Only dimension `dim` of a refined bucket per placeholder entry: (low, high) of shape (m,)."""
+        pool = self.pool(columns)
+        k = len(columns)
+        low, high = pool.low[entries, dim], pool.high[entries, dim]
+        donors = (dim + 1 + rng.integers(0, k - 1, size=entries.size)) % k
+        for donor in range(k):
+            rows = np.flatnonzero(donors == donor)
+            if rows.size:
+                dim_low, dim_high = self._draw_dimension(columns, dim, donor, entries[rows], rng)
+                keep = low[rows] == high[rows]
+                low[rows] = np.where(keep, low[rows], dim_low)
+                high[rows] = np.where(keep, high[rows], dim_high)
         return low, high
 
     @staticmethod
@@ -234,37 +241,55 @@ class Harvester:
         low[rows, dim] = np.where(keep, low[rows, dim], new_low)
         high[rows, dim] = np.where(keep, high[rows, dim], new_high)
 
-    def _fill_dimension(self, columns, dim, donor, rows, entries, low, high, rng):
-        """Set dimension `dim` of `rows` from a sub-bucket of subnode `donor` (which keeps `dim`)."""
-        position = dim if dim < donor else dim - 1
-        sub_low, sub_high = self._draw_sub_bucket(columns, donor, entries[rows], position, rng)
-        self._assign(low, high, rows, dim, sub_low[:, position], sub_high[:, position])
+    def _draw_entries(self, columns, drop, entries, rng):
+        """Count-weighted draw of one sub-pool entry under each placeholder's subnode `drop`.
 
-    def _draw_sub_bucket(self, columns, drop, entries, only_dim, rng):
-        """Count-weighted draw of a sub-pool entry under each placeholder's subnode `drop`, concretized.
-
-        Returns (low, high) of shape (m, k-1) in the sub-tree's dimensions; where no entry exists,
-        the placeholder node's own ranges (without dimension `drop`).
+        Returns (rows that found one, the drawn sub-pool entries, the sub-pool's columns).
         """
-        pool = self.pool(columns)
-        keep_dims = [j for j in range(len(columns)) if j != drop]
-        low, high = pool.low[entries][:, keep_dims], pool.high[entries][:, keep_dims]
         sub_columns = columns[:drop] + columns[drop + 1 :]
         start_of, stop_of = self._sub_ranges(columns, drop)
         start, stop = start_of[entries], stop_of[entries]
         found = np.flatnonzero(stop > start)
         if found.size == 0:
-            return low, high
-        sub_pool = self.pool(sub_columns)
+            return found, found, sub_columns
         cumulative = self._cumulative(sub_columns)
         lo, hi = cumulative[start[found]], cumulative[stop[found]]
         target = lo + rng.random(found.size) * (hi - lo)
         drawn = np.searchsorted(cumulative, target, side="right") - 1
-        drawn = np.clip(drawn, start[found], stop[found] - 1)
+        return found, np.clip(drawn, start[found], stop[found] - 1), sub_columns
+
+    def _draw_sub_bucket(self, columns, drop, entries, rng):
+        """A concrete (k-1)-dim sub-bucket under each placeholder's subnode `drop`: (m, k-1) arrays.
+
+        Where the subnode has no entries, the placeholder node's own ranges are kept.
+        """
+        pool = self.pool(columns)
+        keep_dims = [j for j in range(len(columns)) if j != drop]
+        low, high = pool.low[entries][:, keep_dims], pool.high[entries][:, keep_dims]
+        found, drawn, sub_columns = self._draw_entries(columns, drop, entries, rng)
+        if found.size == 0:
+            return low, high
+        sub_pool = self.pool(sub_columns)
         low[found], high[found] = sub_pool.low[drawn], sub_pool.high[drawn]
         lazy = sub_pool.depth[drawn] >= 0
         if lazy.any():
-            sub_low, sub_high = self._concretize(sub_columns, drawn[lazy], only_dim, rng)
+            sub_low, sub_high = self._concretize(sub_columns, drawn[lazy], rng)
+            low[found[lazy]], high[found[lazy]] = sub_low, sub_high
+        return low, high
+
+    def _draw_dimension(self, columns, dim, donor, entries, rng):
+        """Dimension `dim` of a concrete sub-bucket under each placeholder's subnode `donor`: (m,)."""
+        pool = self.pool(columns)
+        low, high = pool.low[entries, dim], pool.high[entries, dim]
+        found, drawn, sub_columns = self._draw_entries(columns, donor, entries, rng)
+        if found.size == 0:
+            return low, high
+        position = dim if dim < donor else dim - 1
+        sub_pool = self.pool(sub_columns)
+        low[found], high[found] = sub_pool.low[drawn, position], sub_pool.high[drawn, position]
+        lazy = sub_pool.depth[drawn] >= 0
+        if lazy.any():
+            sub_low, sub_high = self._concretize_dimension(sub_columns, drawn[lazy], position, rng)
             low[found[lazy]], high[found[lazy]] = sub_low, sub_high
         return low, high
 
