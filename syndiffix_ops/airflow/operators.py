@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from syndiffix_ops.config import PipelineConfig
     from syndiffix_ops.pipeline import TableRunResult
 
-# Airflow connection types -> SQLAlchemy drivers the warehouse layer is tested with. A connection's
-# extra {"sqlalchemy_scheme": "..."} picks another driver.
+# Airflow connection types -> SQLAlchemy drivers the warehouse layer is tested with. In a connection's
+# extra, "sqlalchemy_scheme" picks another driver and "sqlalchemy_query" adds URL query parameters; other
+# extra keys belong to other providers' hooks and are ignored, so one connection serves both.
 _SQLALCHEMY_DRIVERS = {
     "postgres": "postgresql+psycopg",
     "postgresql": "postgresql+psycopg",
@@ -264,7 +265,7 @@ def connection_url(conn_id: str) -> sa.URL:
     if driver.startswith("sqlite"):
         # Airflow's sqlite connections keep the file path in host (or in schema when host is empty).
         return sa.URL.create(driver, database=conn.host or conn.schema or None)
-    query = {key: str(value) for key, value in extra.items() if key != "sqlalchemy_scheme"}
+    query = {key: str(value) for key, value in (extra.get("sqlalchemy_query") or {}).items()}
     return sa.URL.create(
         driver,
         username=conn.login or None,

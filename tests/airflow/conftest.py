@@ -1,17 +1,19 @@
 """A real, throw-away Airflow for the tests: temporary AIRFLOW_HOME, SQLite metadata database, the
 repository's DAG files, connections from AIRFLOW_CONN_* variables, OpenLineage to a file.
 
-Airflow reads its configuration once, when `airflow` is first imported. So nothing here imports Airflow at
-collection time: the `airflow_env` fixture sets the environment first and imports Airflow after, and it
-fails loudly if something imported Airflow earlier in the same process (the configuration would belong to
-someone else). Under xdist each worker process gets its own AIRFLOW_HOME and metadata database.
+Airflow reads its configuration once, when `airflow` is first imported. This conftest is imported before
+any test module of this folder is collected, so it points Airflow at a fresh home right here, at import,
+in every process that loads it (each xdist worker gets its own home and metadata database, whatever
+it inherited). `airflow_env` fails loudly if Airflow was imported before that.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -19,11 +21,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+SALT = "syndiffix-airflow-test-salt-0123456789abcdef"
+SOURCE_SCHEMA = "demo"
+# Small enough that the whole demo DAG synthesizes in seconds, large enough to get past suppression.
+TEST_SAMPLE_ROWS = 1500
 
 
 def _airflow_installed() -> bool:
     # Asked of the installed distributions, not by importing: importing airflow would fix its
-    # configuration before airflow_env sets it (and tests/airflow itself could pass for a namespace package).
+    # configuration too early (and tests/airflow itself could pass for a namespace package).
     try:
         version("apache-airflow-core")
     except PackageNotFoundError:
@@ -34,6 +40,46 @@ def _airflow_installed() -> bool:
 AIRFLOW_INSTALLED = _airflow_installed()
 
 
+@dataclass(frozen=True)
+class AirflowEnv:
+    home: Path
+    dags_folder: Path
+    configs: Path
+    openlineage_file: Path
+
+
+def _configure_airflow() -> AirflowEnv:
+    home = Path(tempfile.mkdtemp(prefix="syndiffix-airflow-home-"))
+    dags = home / "dags"
+    shutil.copytree(REPO / "dags", dags, ignore=shutil.ignore_patterns("__pycache__"))
+    env = AirflowEnv(
+        home=home, dags_folder=dags, configs=dags / "configs", openlineage_file=home / "ol.jsonl"
+    )
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+            "AIRFLOW__OPENLINEAGE__NAMESPACE": "syndiffix-tests",
+            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+                {"type": "file", "log_file_path": str(env.openlineage_file), "append": True}
+            ),
+        }
+    )
+    return env
+
+
+AIRFLOW_IMPORTED_TOO_EARLY = "airflow" in sys.modules
+AIRFLOW_ENV = _configure_airflow() if AIRFLOW_INSTALLED and not AIRFLOW_IMPORTED_TOO_EARLY else None
+
+
+def pytest_unconfigure(config):
+    if AIRFLOW_ENV is not None:
+        shutil.rmtree(AIRFLOW_ENV.home, ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `airflow` are skipped, with the reason, where Airflow is not installed."""
     if AIRFLOW_INSTALLED:
@@ -42,20 +88,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("airflow"):
             item.add_marker(skip)
-
-
-SALT = "syndiffix-airflow-test-salt-0123456789abcdef"
-SOURCE_SCHEMA = "demo"
-# Small enough that the whole demo DAG synthesizes in seconds, large enough to get past suppression.
-TEST_SAMPLE_ROWS = 1500
-
-
-@dataclass(frozen=True)
-class AirflowEnv:
-    home: Path
-    dags_folder: Path
-    configs: Path
-    openlineage_file: Path
 
 
 def connection_json(url: str) -> str:
@@ -76,43 +108,26 @@ def connection_json(url: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def airflow_env(tmp_path_factory, pg_url) -> AirflowEnv:
+def airflow_env(pg_url) -> AirflowEnv:
+    """The configured Airflow with a fresh metadata database and connections to the test PostgreSQL."""
     if not AIRFLOW_INSTALLED:
         pytest.skip("apache-airflow is not installed")
-    if "airflow" in sys.modules:
+    if AIRFLOW_ENV is None:
         pytest.fail(
-            "airflow was imported before the airflow_env fixture configured it; a test module imports "
-            "airflow at module level (import it inside the test or fixture instead)",
+            "airflow was imported before tests/airflow/conftest.py could configure it; something imported "
+            "airflow at module level outside tests/airflow",
             pytrace=False,
         )
-    home = tmp_path_factory.mktemp("airflow_home")
-    dags = home / "dags"
-    shutil.copytree(REPO / "dags", dags, ignore=shutil.ignore_patterns("__pycache__"))
-    openlineage_file = home / "openlineage.jsonl"
-    env = {
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "syndiffix-tests",
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
-            {"type": "file", "log_file_path": str(openlineage_file), "append": True}
-        ),
-        "AIRFLOW_CONN_SYNDIFFIX_SOURCE": connection_json(pg_url),
-        "AIRFLOW_CONN_SYNDIFFIX_TARGET": connection_json(pg_url),
-        "AIRFLOW_CONN_SYNDIFFIX_SALT": json.dumps({"conn_type": "generic", "password": SALT}),
-    }
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        pytest.importorskip("airflow")
+        patch.setenv("AIRFLOW_CONN_SYNDIFFIX_SOURCE", connection_json(pg_url))
+        patch.setenv("AIRFLOW_CONN_SYNDIFFIX_TARGET", connection_json(pg_url))
+        patch.setenv("AIRFLOW_CONN_SYNDIFFIX_SALT", json.dumps({"conn_type": "generic", "password": SALT}))
+        from airflow.configuration import conf
         from airflow.utils import db
 
+        assert conf.get("core", "dags_folder") == str(AIRFLOW_ENV.dags_folder)
         db.resetdb()
-        yield AirflowEnv(
-            home=home, dags_folder=dags, configs=dags / "configs", openlineage_file=openlineage_file
-        )
+        yield AIRFLOW_ENV
 
 
 @pytest.fixture(scope="session")
