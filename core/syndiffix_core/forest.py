@@ -116,6 +116,10 @@ class Tree:
         k = self.dims
         return np.searchsorted(keys, nodes << k), np.searchsorted(keys, (nodes + 1) << k)
 
+    def leaves(self) -> list[tuple[int, np.ndarray]]:
+        """(depth, node indices) of the nodes that did not split, per depth (e.g. for 1-dim entropy)."""
+        return [(depth, np.flatnonzero(~level.branch)) for depth, level in enumerate(self.levels)]
+
     def cells(self, depth: int, values: np.ndarray) -> np.ndarray:
         """Cell coordinates (as floats) of rows `values` (n, k) at `depth`."""
         units = unit_positions(values, self.low[None, :], self.size[None, :])

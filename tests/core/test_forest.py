@@ -126,3 +126,13 @@ def test_nulls_get_their_own_region():
     forest = make_forest(values[:, None])
     assert forest.null_values[0] == 198.0
     assert np.all(forest.values[100:, 0] == 198.0)
+
+
+def test_leaves_hold_about_all_rows_of_a_1dim_tree():
+    values = np.repeat(np.arange(40.0), 50)[:, None]  # 40 values x 50 rows: every value is a leaf
+    forest = make_forest(values)
+    tree = forest.tree((0,))
+    leaf_total = sum(int(tree.levels[depth].noisy_count[nodes].sum()) for depth, nodes in tree.leaves())
+    assert abs(leaf_total - 2000) < 40
+    singular_leaves = sum(int(tree.levels[depth].singular[nodes].sum()) for depth, nodes in tree.leaves())
+    assert singular_leaves == 40
