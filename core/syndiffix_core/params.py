@@ -98,7 +98,10 @@ class ClusteringParams:
     sample_size: int = 1000
     max_weight: float = 15.0
     merge_threshold: float = 0.1
-    solver_alpha: float = 0.01
+    # Cooling constant of the annealing solver (T <- T / (1 + alpha T), from 5 to 0.0035): 1.0.8 uses
+    # 0.01 (28 552 steps); 0.2 (1 428 steps) reaches clusterings within ~3 % of the same unsatisfied
+    # dependence on 10- and 20-column tables in 1/20 of the time (docs/clustering.md).
+    solver_alpha: float = 0.2
     main_column: str | None = None
     main_features: tuple[str, ...] | None = None
     # ML-target mode: columns that are not features of the target are stitched on the target (False,

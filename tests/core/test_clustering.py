@@ -1,0 +1,144 @@
+"""Cluster building, the annealing solver and the dependence measure, on given matrices and data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from syndiffix_core.clustering import ClusterBuilder, Clusters, DerivedCluster, measure_dependence, solve
+from syndiffix_core.clustering.builder import column_weights
+
+
+def block_matrix(blocks: list[list[int]], size: int, strong: float = 0.8, weak: float = 0.02) -> np.ndarray:
+    matrix = np.full((size, size), weak)
+    for block in blocks:
+        for a in block:
+            for b in block:
+                matrix[a, b] = strong
+    np.fill_diagonal(matrix, 1.0)
+    return matrix
+
+
+def test_column_weight_is_one_plus_root_of_entropy_floored_at_one():
+    assert column_weights(np.array([0.0, 1.0, 4.0, 9.0])).tolist() == [2.0, 2.0, 3.0, 4.0]
+
+
+def test_dependent_columns_are_placed_together_and_the_best_placed_column_stitches():
+    # Two blocks of dependent columns; weights of 2 each let a derived cluster take 5 columns.
+    dependence = block_matrix([[0, 1, 2], [3, 4, 5]], 6)
+    dependence[3, 1] = dependence[1, 3] = 0.3  # column 1 is the best link from block {3, 4, 5}
+    builder = ClusterBuilder(dependence, np.zeros(6), max_weight=15, merge_threshold=0.1)
+    clusters = builder.build([0, 3, 1, 4, 2, 5])
+    assert set(clusters.initial) == {0, 1, 2}
+    assert len(clusters.derived) == 1
+    assert set(clusters.derived[0].columns) == {3, 4, 5}
+    assert clusters.derived[0].stitch_columns[0] == 1
+
+
+def test_weak_columns_open_their_own_clusters_and_capacity_limits_the_initial_cluster():
+    dependence = block_matrix([[0, 1, 2, 3, 4, 5]], 6)
+    # Weight 1 + sqrt(9) = 4 per column: the initial cluster (15) takes 3 columns, a derived one (10.5) 2.
+    builder = ClusterBuilder(dependence, np.full(6, 9.0), max_weight=15, merge_threshold=0.1)
+    clusters = builder.build(range(6))
+    assert clusters.initial == (0, 1, 2)
+    assert [c.columns for c in clusters.derived] == [(3, 4), (5,)]
+
+
+def test_main_column_is_the_first_stitch_column_of_every_derived_cluster():
+    dependence = block_matrix([[0, 1], [2, 3], [4, 5]], 6)
+    builder = ClusterBuilder(dependence, np.full(6, 9.0), max_weight=15, merge_threshold=0.1, main_column=0)
+    clusters = builder.build([0, 1, 2, 3, 4, 5])
+    assert 0 in clusters.initial
+    assert clusters.derived
+    assert all(c.stitch_columns[0] == 0 for c in clusters.derived)
+
+
+def test_fast_quality_matches_the_quality_of_the_built_clusters():
+    rng = np.random.default_rng(7)
+    for size in (6, 11, 23):
+        matrix = rng.random((size, size)) ** 3
+        builder = ClusterBuilder(matrix, rng.uniform(0, 9, size), max_weight=15, merge_threshold=0.1)
+        for _ in range(50):
+            permutation = rng.permutation(size).tolist()
+            assert builder.unsatisfied_dependence_of(permutation) == pytest.approx(
+                builder.unsatisfied_dependence(builder.build(permutation))
+            )
+
+
+def test_quality_counts_only_pairs_that_share_no_cluster():
+    dependence = block_matrix([[0, 1], [2, 3]], 4, strong=0.5, weak=0.0)
+    builder = ClusterBuilder(dependence, np.zeros(4), max_weight=15, merge_threshold=0.1)
+    together = Clusters((0, 1), (DerivedCluster((3,), (2,)),))
+    apart = Clusters((0, 2), (DerivedCluster((1,), (0,)), DerivedCluster((3,), (1,))))
+    assert builder.unsatisfied_dependence(together) == 0.0
+    # Pair (2, 3) is never together: 2 * 0.5 unsatisfied over 2 * 4 columns.
+    assert builder.unsatisfied_dependence(apart) == pytest.approx(1.0 / 8)
+
+
+def test_solver_finds_the_blocks_from_a_scrambled_start_and_is_deterministic():
+    blocks = [[0, 5, 9], [1, 6, 8], [2, 3, 7]]
+    dependence = block_matrix(blocks, 10)
+    builder = ClusterBuilder(dependence, np.full(10, 4.0), max_weight=15, merge_threshold=0.1)
+    first = solve(builder, alpha=0.2, rng=np.random.default_rng(3))
+    second = solve(builder, alpha=0.2, rng=np.random.default_rng(3))
+    assert first == second
+    assert builder.unsatisfied_dependence(first) < builder.unsatisfied_dependence(builder.build(range(10)))
+    for block in blocks:
+        assert any(set(block) <= set(columns) for columns in first.all_clusters())
+
+
+def test_solver_keeps_the_main_column_in_the_initial_cluster():
+    dependence = block_matrix([[0, 1, 2], [3, 4, 5], [6, 7, 8]], 9)
+    for main in (0, 4, 8):
+        builder = ClusterBuilder(
+            dependence, np.full(9, 4.0), max_weight=15, merge_threshold=0.1, main_column=main
+        )
+        clusters = solve(builder, alpha=0.2, rng=np.random.default_rng(0))
+        assert main in clusters.initial
+        assert all(c.stitch_columns[0] == main for c in clusters.derived)
+
+
+def test_dependence_is_high_for_related_columns_and_low_for_independent_ones():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    x = rng.normal(size=n)
+    related = x + rng.normal(scale=0.2, size=n)
+    independent = rng.normal(size=n)
+    category = rng.integers(0, 4, n).astype(float)
+    derived_category = category * 10 + rng.integers(0, 2, n)
+    values = np.column_stack([x, related, independent, category, derived_category])
+    result = measure_dependence(values, sample_size=1000, rng=np.random.default_rng(1))
+    dependence = result.dependence
+    assert np.allclose(dependence, dependence.T)
+    assert np.all(np.diag(dependence) == 1.0)
+    assert dependence[0, 1] > 0.6
+    assert dependence[3, 4] > 0.6
+    assert dependence[0, 2] < 0.35
+    assert dependence[3, 0] < 0.2
+    assert dependence[0, 1] > 2 * dependence[0, 2]
+
+
+def test_entropy_counts_the_bits_of_the_column():
+    rng = np.random.default_rng(0)
+    values = np.column_stack(
+        [
+            np.zeros(1000),
+            rng.integers(0, 8, 1000).astype(float),
+            np.where(rng.random(1000) < 0.5, np.nan, 1.0),
+        ]
+    )
+    entropies = measure_dependence(values, sample_size=1000, rng=rng).entropies
+    assert entropies[0] == pytest.approx(0.0)
+    assert entropies[1] == pytest.approx(3.0, abs=0.05)
+    assert entropies[2] == pytest.approx(1.0, abs=0.01)  # null is a value of its own
+
+
+def test_dependence_is_measured_on_a_sample_drawn_from_the_generator():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(50_000, 3))
+    values[:, 1] += values[:, 0]
+    first = measure_dependence(values, sample_size=500, rng=np.random.default_rng(5))
+    again = measure_dependence(values, sample_size=500, rng=np.random.default_rng(5))
+    other = measure_dependence(values, sample_size=500, rng=np.random.default_rng(6))
+    assert np.array_equal(first.dependence, again.dependence)
+    assert not np.array_equal(first.dependence, other.dependence)

@@ -1,0 +1,155 @@
+"""Patching, recursive stitching and merging on given microtables."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from syndiffix_core.clustering import StitchOwner
+from syndiffix_core.stitching import Microtable, patch, stitch
+
+
+def microtable(columns: dict[int, np.ndarray]) -> Microtable:
+    keys = tuple(columns)
+    values = np.column_stack([np.asarray(columns[k], dtype=float) for k in keys])
+    typed = {k: pd.Series(columns[k]) for k in keys}
+    return Microtable(keys, values, typed)
+
+
+def binned_tvd(a: np.ndarray, b: np.ndarray, bins: int = 20) -> float:
+    edges = np.histogram_bin_edges(np.concatenate([a, b]), bins=bins)
+    pa, _ = np.histogram(a, edges)
+    pb, _ = np.histogram(b, edges)
+    return 0.5 * np.abs(pa / pa.sum() - pb / pb.sum()).sum()
+
+
+@pytest.fixture
+def chain():
+    """Left (a, b) and right (a, c) drawn independently from one joint distribution where b and c both
+    follow a: b and c are strongly dependent but never on the same side."""
+    rng = np.random.default_rng(0)
+
+    def side(n):
+        a = rng.normal(50, 10, n)
+        return a, 2 * a + rng.normal(0, 3, n), -a + rng.normal(0, 3, n)
+
+    a1, b1, c1 = side(20_000)
+    a2, _, c2 = side(19_700)
+    return microtable({0: a1, 1: b1}), microtable({0: a2, 2: c2}), np.corrcoef(b1, c1)[0, 1]
+
+
+def test_columns_on_different_sides_stay_correlated_through_the_stitch_column(chain):
+    left, right, original = chain
+    out = stitch(left, right, [0], rng=np.random.default_rng(1))
+    assert out.columns == (0, 1, 2)
+    b, c = out.column_values(1), out.column_values(2)
+    assert original < -0.9
+    assert np.corrcoef(b, c)[0, 1] == pytest.approx(original, abs=0.03)
+    # Each right row still carries its own a: c follows the output's a as closely as on its side.
+    assert np.corrcoef(out.column_values(0), c)[0, 1] < -0.9
+
+
+def test_stitch_column_keeps_its_one_dimensional_distribution(chain):
+    left, right, _ = chain
+    out = stitch(left, right, [0], rng=np.random.default_rng(1))
+    a = out.column_values(0)
+    assert binned_tvd(a, left.column_values(0)) < 0.02
+    assert binned_tvd(a, right.column_values(0)) < 0.02
+    assert abs(out.num_rows - (left.num_rows + right.num_rows) / 2) < 0.01 * left.num_rows
+
+
+def test_rows_are_whole_rows_of_their_side(chain):
+    left, right, _ = chain
+    out = stitch(left, right, [0], owner=StitchOwner.LEFT, rng=np.random.default_rng(2))
+    pairs_left = set(zip(left.column_values(0), left.column_values(1), strict=True))
+    assert set(zip(out.column_values(0), out.column_values(1), strict=True)) <= pairs_left
+    assert set(out.column_values(2)) <= set(right.column_values(2))
+    # The left owner keeps the left side's row count and stitch values.
+    assert out.num_rows == left.num_rows
+    assert out.typed[1].equals(pd.Series(out.column_values(1)))
+
+
+def test_shared_owner_alternates_sides_for_the_stitch_column(chain):
+    left, right, _ = chain
+    out = stitch(left, right, [0], owner=StitchOwner.SHARED, rng=np.random.default_rng(3))
+    a = out.column_values(0)
+    from_left = np.isin(a, left.column_values(0))
+    from_right = np.isin(a, right.column_values(0))
+    assert 0.45 < from_left.mean() < 0.55
+    assert 0.45 < from_right.mean() < 0.55
+
+
+def test_splits_happen_in_the_space_of_the_values():
+    """Ages 18-90 split at their own midpoints: each age group of one side meets the same group."""
+    rng = np.random.default_rng(4)
+    age_left = rng.integers(18, 91, 5000)
+    age_right = rng.integers(18, 91, 5000)
+    left = microtable({0: age_left, 1: age_left * 100})
+    right = microtable({0: age_right, 2: -age_right})
+    out = stitch(left, right, [0], owner=StitchOwner.LEFT, rng=np.random.default_rng(5))
+    # Left's age (via column 1) and right's age (via column 2) are almost the same in every row.
+    difference = out.column_values(1) / 100 + out.column_values(2)
+    assert np.abs(difference).mean() < 1.0
+
+
+def test_several_stitch_columns_and_nulls_are_matched():
+    rng = np.random.default_rng(6)
+    n = 8000
+    city = rng.integers(0, 5, n).astype(float)
+    income = np.where(rng.random(n) < 0.1, np.nan, rng.normal(50, 20, n) + 30 * city)
+    left = microtable({0: city, 1: income, 2: city * 2})
+    right = microtable({0: city[::-1].copy(), 1: income[::-1].copy(), 3: -city[::-1]})
+    out = stitch(left, right, [0, 1], owner=StitchOwner.LEFT, rng=np.random.default_rng(7))
+    # Column 2 (left) and 3 (right) both encode the city: the stitch keeps them consistent.
+    assert np.mean(out.column_values(2) / 2 == -out.column_values(3)) > 0.95
+    assert np.isnan(out.column_values(1)).mean() == pytest.approx(0.1, abs=0.01)
+
+
+def test_stitching_is_deterministic_for_a_generator_state(chain):
+    left, right, _ = chain
+    first = stitch(left, right, [0], rng=np.random.default_rng(9))
+    second = stitch(left, right, [0], rng=np.random.default_rng(9))
+    assert np.array_equal(first.values, second.values)
+
+
+def test_patched_columns_keep_their_distribution_and_the_left_row_count():
+    rng = np.random.default_rng(8)
+    left = microtable({0: rng.normal(size=1000)})
+    right_values = rng.exponential(size=1000)
+    same = patch(left, microtable({1: right_values}), rng=np.random.default_rng(0))
+    assert same.num_rows == 1000
+    assert np.array_equal(np.sort(same.column_values(1)), np.sort(right_values))
+    assert np.array_equal(same.column_values(0), left.column_values(0))
+    # Shuffled: no relation to the left rows.
+    assert abs(np.corrcoef(same.column_values(0), same.column_values(1))[0, 1]) < 0.1
+
+    fewer = patch(left, microtable({1: right_values[:600]}), rng=np.random.default_rng(0))
+    assert fewer.num_rows == 1000
+    assert set(fewer.column_values(1)) == set(right_values[:600])
+    more = patch(
+        left, microtable({1: np.concatenate([right_values, right_values])}), rng=np.random.default_rng(0)
+    )
+    assert more.num_rows == 1000
+    assert binned_tvd(more.column_values(1), right_values) < 0.08
+
+
+def test_typed_values_follow_their_rows():
+    left = microtable({0: np.arange(100.0), 1: np.arange(100.0)})
+    words = np.array([f"w{i}" for i in range(100)])
+    right = Microtable(
+        (0, 2),
+        np.column_stack([np.arange(100.0), np.arange(100.0)]),
+        {0: pd.Series(np.arange(100.0)), 2: pd.Series(words, dtype="string")},
+    )
+    out = stitch(left, right, [0], owner=StitchOwner.RIGHT, rng=np.random.default_rng(0))
+    assert out.typed[2].dtype == "string"
+    assert (out.typed[2].to_numpy() == np.array([f"w{int(v)}" for v in out.column_values(2)])).all()
+
+
+def test_bad_inputs_are_refused():
+    left = microtable({0: np.arange(10.0)})
+    with pytest.raises(ValueError, match="not on both sides"):
+        stitch(left, microtable({1: np.arange(10.0)}), [0], rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="disjoint"):
+        patch(left, microtable({0: np.arange(10.0)}), rng=np.random.default_rng(0))
