@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -159,3 +159,151 @@ class SyndiffixEngine:
 
 
 register_engine(SyndiffixEngine())
+
+
+class DpBinningSettings(_Params):
+    """How one numeric or timestamp column becomes attributes (fixed grids: no privacy spent on edges)."""
+
+    kind: Literal["exact", "significant_digits", "uniform", "calendar"]
+    significant_digits: int = Field(default=1, ge=1, le=15)
+    lower: float | None = None
+    upper: float | None = None
+    bins: int | None = Field(default=None, ge=1)
+    calendar_unit: Literal["year", "month", "day", "hour", "minute"] = "month"
+
+    @model_validator(mode="after")
+    def _uniform_needs_bounds(self) -> DpBinningSettings:
+        if self.kind == "uniform" and (self.lower is None or self.upper is None or self.bins is None):
+            raise ValueError("uniform binning needs lower, upper and bins")
+        if self.kind == "uniform" and not self.lower < self.upper:
+            raise ValueError(f"uniform binning needs lower < upper, got {self.lower} and {self.upper}")
+        return self
+
+
+class DpMarginalsParams(_Params):
+    """engine_params of `dp_marginals` (defaults of the synthetic data showcase / pac-synth 0.0.8).
+
+    `release` is mixed into the noise seed: leave it unset and re-runs on the same data give the same
+    output; set it per data version (e.g. the run's logical date) when the data changes, because two
+    releases of different data with the same noise reveal the exact changes of the counts. Every release
+    under a new `release` spends epsilon again (see docs/dp-marginals.md).
+    """
+
+    epsilon: float = Field(default=4.0, gt=0, allow_inf_nan=False)
+    delta: float | None = Field(default=None, gt=0, lt=1)
+    reporting_length: int = Field(default=3, ge=1)
+    percentile_percentage: float = Field(default=99.0, gt=0, le=100)
+    percentile_epsilon_proportion: float = Field(default=0.01, gt=0, lt=1)
+    number_of_records_epsilon_proportion: float = Field(default=0.005, gt=0, lt=1)
+    accuracy_mode: Literal["prioritize_long_combinations", "prioritize_short_combinations", "balanced"] = (
+        "prioritize_long_combinations"
+    )
+    sigma_proportions: list[float] | None = None
+    fabrication_mode: Literal["uncontrolled", "progressive", "balanced", "minimize"] = "uncontrolled"
+    fixed_thresholds: dict[int, float] | None = None
+    adaptive_thresholds: dict[int, float] | None = None
+    weight_selection_percentile: float = Field(default=95.0, ge=0, le=100)
+    weight_selection_lengths: Literal["longest", "all"] = "longest"
+    use_synthetic_counts: bool = False
+    number_of_records: int | None = Field(default=None, ge=0)
+    keep_partial_records: bool = False
+    max_rows_per_entity: int = Field(default=100, ge=1)
+    significant_digits: int = Field(default=1, ge=1, le=15, description="default grid of reals and integers")
+    calendar_unit: Literal["year", "month", "day", "hour", "minute"] = "month"
+    binning: dict[str, DpBinningSettings] = Field(default_factory=dict)
+    release: str | None = None
+    evaluate: bool = Field(default=True, description="add the showcase's evaluation to the quality metrics")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DpMarginalsParams:
+        if self.percentile_epsilon_proportion + self.number_of_records_epsilon_proportion >= 1:
+            raise ValueError(
+                "percentile_epsilon_proportion + number_of_records_epsilon_proportion must be < 1"
+            )
+        if self.sigma_proportions is not None and len(self.sigma_proportions) != self.reporting_length:
+            raise ValueError(
+                f"sigma_proportions needs {self.reporting_length} values (one per length), "
+                f"got {len(self.sigma_proportions)}"
+            )
+        if self.sigma_proportions is not None and min(self.sigma_proportions) <= 0:
+            raise ValueError("sigma_proportions must all be > 0")
+        if self.fixed_thresholds is not None and self.adaptive_thresholds is not None:
+            raise ValueError("give fixed_thresholds or adaptive_thresholds, not both")
+        for name in ("fixed_thresholds", "adaptive_thresholds"):
+            for k, value in (getattr(self, name) or {}).items():
+                if not 2 <= k <= self.reporting_length:
+                    raise ValueError(
+                        f"{name} keys are combination lengths 2..{self.reporting_length}, got {k}"
+                    )
+                if name == "adaptive_thresholds" and not 0 < value <= 1:
+                    raise ValueError(f"adaptive_thresholds[{k}] must be in (0, 1], got {value}")
+                if name == "fixed_thresholds" and value < 0:
+                    raise ValueError(f"fixed_thresholds[{k}] must be >= 0, got {value}")
+        return self
+
+
+def _dp_core_params(params: DpMarginalsParams):
+    from syndiffix_core.dp import BinKind, ColumnBinning, DpParams
+
+    grid = ColumnBinning(kind=BinKind.SIGNIFICANT_DIGITS, significant_digits=params.significant_digits)
+    fields = params.model_dump(
+        exclude={"significant_digits", "calendar_unit", "binning", "release", "evaluate"}, exclude_none=True
+    )
+    return DpParams(
+        **fields,
+        default_real_binning=grid,
+        default_integer_binning=grid,
+        default_timestamp_binning=ColumnBinning(kind=BinKind.CALENDAR, calendar_unit=params.calendar_unit),
+        column_binning={name: ColumnBinning(**b.model_dump()) for name, b in params.binning.items()},
+    )
+
+
+@dataclass(frozen=True)
+class DpMarginalsEngine:
+    """(epsilon, delta)-differential privacy from DP marginals (syndiffix_core.dp).
+
+    One AID column at most: its entities, not rows, are what the guarantee protects.
+    """
+
+    name: str = "dp_marginals"
+    params_model: type[BaseModel] = DpMarginalsParams
+
+    def run(
+        self,
+        df: pd.DataFrame,
+        *,
+        aid_columns: Sequence[str],
+        salt: bytes,
+        params: BaseModel,
+        table_identity: str,
+    ) -> EngineResult:
+        from syndiffix_core.dp import evaluate_dp, synthesize_dp
+
+        assert isinstance(params, DpMarginalsParams)
+        if len(aid_columns) > 1:
+            raise ValueError(
+                f"engine dp_marginals protects the entities of one AID column, got {list(aid_columns)}: "
+                "give one (e.g. the person) or none (every row is a record)"
+            )
+        unknown = sorted(set(params.binning) - set(df.columns))
+        if unknown:
+            raise ValueError(f"engine_params.binning names columns not in the table: {unknown}")
+        identity = (
+            table_identity if params.release is None else f"{table_identity}\x1frelease={params.release}"
+        )
+        result = synthesize_dp(
+            df,
+            salt=salt,
+            table_identity=identity,
+            params=_dp_core_params(params),
+            aid_column=aid_columns[0] if aid_columns else None,
+        )
+        metadata = result.metadata()
+        if params.release is not None:
+            metadata["release"] = params.release
+        if params.evaluate:
+            metadata["evaluation"] = evaluate_dp(result)
+        return EngineResult(frame=result.frame, metadata=metadata)
+
+
+register_engine(DpMarginalsEngine())

@@ -166,12 +166,14 @@ def synthesize_dp(
     )
 
 
-def evaluate_dp(result: DpResult) -> dict:
-    """The showcase's evaluation of a result against its own input (internal, NOT DP: see evaluation.py)."""
+def evaluate_dp(result: DpResult, max_subsets_per_length: int | None = 200) -> dict:
+    """The showcase's evaluation of a result against its own input (internal, NOT DP: see evaluation.py):
+    per length, suppressed and fabricated shares, mean count errors and preservation."""
     by_length = compare_counts(
         result.sensitive_codes,
         result.records,
         result.aggregates.cardinalities,
         result.aggregates.reporting_length,
+        max_subsets_per_length=max_subsets_per_length,
     )
-    return summarize(by_length, len(result.sensitive_codes), len(result.records))
+    return summarize(by_length)

@@ -140,13 +140,16 @@ def dp_percentile(
 ) -> int:
     """Exponential mechanism (report noisy max with exponential noise) for the `percentage` percentile.
 
-    Candidate c in 0..upper_bound (a public bound) scores -|#{s <= c} - q n|; adding or removing one
-    record moves that by at most max(q, 1-q) <= 1, so exponential noise of scale 2/epsilon makes the
-    choice epsilon-DP.
+    Candidate c in 0..upper_bound (a public bound) scores -|#{s <= c} - q n| - c/epsilon; adding or
+    removing one record moves that by at most max(q, 1-q) <= 1, so exponential noise of scale 2/epsilon
+    makes the choice epsilon-DP. The data-independent -c/epsilon term breaks the tie on the plateau above
+    the largest sensitivity (every c there scores the same), where the noise alone would pick a uniformly
+    random, far too large bound; it favours the smallest c whenever fewer than 1/epsilon records sit at
+    one value (so in sparse tails the cap errs low: more records are capped, none gets more room).
     """
     clipped = np.minimum(sensitivities, upper_bound)
     at_most = np.cumsum(np.bincount(clipped, minlength=upper_bound + 1))
-    scores = -np.abs(at_most - percentage / 100.0 * len(sensitivities))
+    scores = -np.abs(at_most - percentage / 100.0 * len(sensitivities)) - np.arange(upper_bound + 1) / epsilon
     noisy = scores + stream.exponentials(upper_bound + 1) * (2.0 / epsilon)
     return int(np.argmax(noisy))
 
