@@ -146,8 +146,24 @@ def test_unicode_and_very_long_strings():
         pd.Series([pd.Timestamp("2021-01-01", tz="UTC"), None, pd.Timestamp("2022-06-01", tz="UTC")] * 300),
         pd.Series([dt.date(2020, 1, 1), None, dt.date(2021, 5, 5)] * 300, dtype=object),
         pd.Series([decimal.Decimal("1.50"), None, decimal.Decimal("2.25")] * 300, dtype=object),
+        pd.Series([dt.time(8, 30), None, dt.time(17, 45, 10)] * 300, dtype=object),
+        pd.Series([1.5, None, 2.25] * 300, dtype="float32"),
+        pd.Series([3, None, 200] * 300, dtype="UInt8"),
     ],
-    ids=["boolean", "Int64", "float", "string", "category", "timestamp", "timestamptz", "date", "decimal"],
+    ids=[
+        "boolean",
+        "Int64",
+        "float",
+        "string",
+        "category",
+        "timestamp",
+        "timestamptz",
+        "date",
+        "decimal",
+        "time",
+        "float32",
+        "UInt8",
+    ],
 )
 def test_every_kind_with_nulls_round_trips_its_dtype(series):
     frame = pd.DataFrame({"v": series, "k": np.arange(len(series)) % 3})
