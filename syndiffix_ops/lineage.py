@@ -52,6 +52,7 @@ def lineage_table(schema: str | None, metadata: sa.MetaData | None = None) -> sa
         sa.Column("airflow_run_id", sa.String(250)),
         sa.Column("quality_metrics", sa.JSON),
         sa.Column("engine_metadata", sa.JSON),
+        sa.Column("risk_metrics", sa.JSON),  # coarse KHLL risk summary (syndiffix_ops.risk), or null
         schema=schema,
     )
 
@@ -93,6 +94,7 @@ class LineageRecord:
     airflow_run_id: str | None = None
     quality_metrics: Mapping[str, Any] | None = None
     engine_metadata: Mapping[str, Any] = field(default_factory=dict)
+    risk_metrics: Mapping[str, Any] | None = None
     lineage_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def row(self) -> dict[str, Any]:
@@ -107,7 +109,7 @@ class LineageRecord:
             aid_columns=list(row["aid_columns"]),
             source_schema=list(row["source_schema"]),
         )
-        for key in ("parameters", "quality_metrics", "engine_metadata"):
+        for key in ("parameters", "quality_metrics", "engine_metadata", "risk_metrics"):
             row[key] = _plain_json(row[key])
         return row
 

@@ -38,6 +38,7 @@ from syndiffix_ops.lineage import (
     insert_lineage,
     last_lineage,
 )
+from syndiffix_ops.risk import RunRisk, column_sets
 from syndiffix_ops.warehouse import (
     SourceTable,
     TargetColumn,
@@ -46,7 +47,6 @@ from syndiffix_ops.warehouse import (
     read_columns,
     reflect_table,
     target_type_sql,
-    to_python,
     write_table,
 )
 
@@ -97,6 +97,7 @@ class TableRunResult:
     run_id: str
     target_schema: str | None = None
     aid_columns: list[str] = field(default_factory=list)
+    risk: dict[str, Any] | None = None  # coarse KHLL risk summary of the source and the output
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,9 @@ def run_table(
         source_table = _reflect(source_engine, table_config, label)
         aids, synthesized = _resolve_columns(source_table, effective, label)
         outputs = _outputs(table_config, synthesized, label)
+        read_names = list(dict.fromkeys(c for o in outputs for c in o.columns))
+        if config.risk.enabled:  # quasi-identifiers naming unread columns fail before data moves
+            column_sets(read_names, table_config.risk.quasi_identifiers, table=table_config.display_name)
         _check_drift(target_engine, config.target_schema, source_table, outputs, effective, label)
         if effective.max_rows is not None:
             check_row_limit(source_engine, source_table, table_config.where, effective.max_rows)
@@ -154,7 +158,7 @@ def run_table(
         frame = read_columns(
             source_engine,
             source_table,
-            list(dict.fromkeys(c for o in outputs for c in o.columns)),
+            read_names,
             aid_columns=aids,
             where=table_config.where,
             chunk_rows=effective.read_chunk_rows,
@@ -162,6 +166,17 @@ def run_table(
         )
         read_seconds = time.perf_counter() - clock
         notify("read", 1.0)
+        clock = time.perf_counter()
+        run_risk = RunRisk.of_frame(
+            config,
+            table_config,
+            frame,
+            aids,
+            read_names,
+            source_table=source_table.qualified_name,
+            chunk_rows=effective.read_chunk_rows,
+        )
+        source_risk_seconds = time.perf_counter() - clock
         ensure_lineage_table(target_engine, config.target_schema)
         results = []
         for number, output in enumerate(outputs):
@@ -181,6 +196,8 @@ def run_table(
                     started=started,
                     read_seconds=read_seconds,
                     report_dir=report_dir,
+                    run_risk=run_risk,
+                    source_risk_seconds=source_risk_seconds,
                     notify=lambda stage, fraction, n=number: notify(stage, (n + fraction) / len(outputs)),
                 )
             )
@@ -335,6 +352,7 @@ def _result(
         metrics=done.get("metrics"),
         timings=done.get("timings", {}),
         report_path=done.get("report_path"),
+        risk=done.get("risk"),
         input_columns=[
             ColumnInfo(c.name, c.type_sql, c.kind.value if c.kind else None)
             for c in source.columns
@@ -367,6 +385,8 @@ def _synthesize_output(
     started: dt.datetime,
     read_seconds: float,
     report_dir: Path | None,
+    run_risk: RunRisk | None,
+    source_risk_seconds: float,
     notify: Progress,
 ) -> TableRunResult:
     table = effective.table
@@ -395,10 +415,16 @@ def _synthesize_output(
     metrics = quality_metrics(frame[output.columns], synthetic)
     timings["quality"] = time.perf_counter() - clock
 
+    risk_metrics, risk_sections = None, []
+    if run_risk is not None:
+        clock = time.perf_counter()
+        risk_metrics, risk_section = run_risk.for_output(synthetic, output.columns)
+        risk_sections.append(risk_section)
+        timings["risk"] = source_risk_seconds + time.perf_counter() - clock
+
     clock = time.perf_counter()
     notify("write", 0.5)
     columns = _target_columns(source, output.columns)
-    values = [to_python(synthetic[c.name], c.kind) for c in columns]
     record_columns = [
         {
             "name": c.name,
@@ -438,6 +464,7 @@ def _synthesize_output(
             airflow_run_id=airflow.run_id if airflow else None,
             quality_metrics=metrics,
             engine_metadata=result.metadata,
+            risk_metrics=risk_metrics,
         )
         insert_lineage(conn, config.target_schema, record)
         records.append(record)
@@ -447,7 +474,7 @@ def _synthesize_output(
         schema=config.target_schema,
         name=output.target,
         columns=columns,
-        values=values,
+        frame=synthetic,
         source_dialect=source.dialect,
         replace=effective.mode is WriteMode.REPLACE,
         before_commit=record_lineage,
@@ -470,6 +497,7 @@ def _synthesize_output(
             frame[output.columns],
             synthetic,
             metrics,
+            sections=risk_sections,
         )
         timings["report"] = time.perf_counter() - clock
 
@@ -488,6 +516,7 @@ def _synthesize_output(
         metrics=metrics,
         timings=timings,
         report_path=report_path,
+        risk=risk_metrics,
     )
 
 
@@ -509,12 +538,22 @@ def quality_metrics(original: pd.DataFrame, synthetic: pd.DataFrame) -> dict[str
 
 
 def html_report(
-    directory: Path, table_name: str, original: pd.DataFrame, synthetic: pd.DataFrame, metrics: dict | None
+    directory: Path,
+    table_name: str,
+    original: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    metrics: dict | None,
+    sections: Sequence[Any] = (),
 ) -> Path | None:
     report = _report_module()
     if report is None or not hasattr(report, "write_html_report") or metrics is None:
         return None
     directory.mkdir(parents=True, exist_ok=True)
     return report.write_html_report(
-        directory, table_name=table_name, original=original, synthetic=synthetic, metrics=metrics
+        directory,
+        table_name=table_name,
+        original=original,
+        synthetic=synthetic,
+        metrics=metrics,
+        sections=sections,
     )

@@ -9,9 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict
 
 from syndiffix_ops.config import parse_config
-from syndiffix_ops.pipeline import PipelineError
+from syndiffix_ops.engines import ENGINES, EngineResult, register_engine
+from syndiffix_ops.lineage import last_lineage
+from syndiffix_ops.pipeline import PipelineError, run_table
 from syndiffix_ops.risk import (
     RiskError,
     RiskParams,
@@ -312,3 +315,101 @@ def test_cli_exit_codes_for_bad_configs(tmp_path):
         "table orders2: quasi-identifier combination ['zip', 'amount', 'colour'] names ['colour']"
         in " ".join(result.output.split())
     )
+
+
+# ------------------------------------------------------------------------------ inside run_table
+
+
+class _NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HalfCopyEngine:
+    """A deliberately leaky engine: copies every other source row, so the output reproduces the source's
+    unique combinations at a rate known in advance."""
+
+    name = "risk_test_half_copy"
+    params_model = _NoParams
+
+    def run(self, df, *, aid_columns, salt, params, table_identity):
+        return EngineResult(df.drop(columns=list(aid_columns)).iloc[::2].reset_index(drop=True), {})
+
+
+@pytest.fixture
+def half_copy_engine():
+    engine = register_engine(HalfCopyEngine())
+    yield engine
+    ENGINES.pop(engine.name)
+
+
+def pipeline_config(url: str, target_url: str, report_dir, enabled: bool = True):
+    return parse_config(
+        {
+            "source": url,
+            "target": target_url,
+            "report_dir": str(report_dir),
+            "risk": {"enabled": enabled},
+            "tables": [
+                {
+                    "source": "customers",
+                    "engine": "risk_test_half_copy",
+                    "aid_columns": ["customer_id"],
+                    "columns": {"email": "drop"},
+                    "risk": {"quasi_identifiers": [["zip", "birth_year"]]},
+                }
+            ],
+        }
+    )
+
+
+def check_run_records_risk(source_url: str, target_url: str, report_dir) -> None:
+    customers, _ = make_warehouse(source_url)
+    [result] = run_table(pipeline_config(source_url, target_url, report_dir), "customers", salt=b"s")
+    target = sa.create_engine(target_url)
+    lineage = last_lineage(target, None, "customers")
+    target.dispose()
+    stored = lineage["risk_metrics"]
+    assert stored == json.loads(json.dumps(result.risk))
+    assert set(stored["source"]["column_sets"]) == {"zip", "birth_year", "segment", "zip+birth_year"}
+    expected = exact_potential(customers, ["zip", "birth_year"], "customer_id", 1)
+    assert stored["source"]["column_sets"]["zip+birth_year"]["reidentification_potential"][
+        "1"
+    ] == pytest.approx(expected, abs=0.0005)
+    # The engine copied rows 0, 2, 4, ...: the share of them whose (zip, birth_year) is unique in the source.
+    ids_per_combo = customers.groupby(["zip", "birth_year"])["customer_id"].transform("nunique")
+    copied_unique = float((ids_per_combo.iloc[::2] == 1).mean())
+    output = stored["output"]
+    assert output["reproduction"]["zip+birth_year"]["share_unique_in_source"] == pytest.approx(
+        copied_unique, abs=0.0005
+    )
+    assert output["containment"]["zip"]["synthetic_in_source"] == 1.0
+    assert "customer_id" not in json.dumps(stored["output"])  # the AID is not an output column
+    html = result.report_path.read_text()
+    assert "Re-identification risk (KHLL)" in html and "uniqueness histogram" in html
+
+
+def test_run_table_stores_risk_in_lineage_and_report_sqlite(tmp_path, half_copy_engine):
+    check_run_records_risk(
+        f"sqlite:///{tmp_path / 'source.db'}", f"sqlite:///{tmp_path / 'target.db'}", tmp_path / "reports"
+    )
+
+
+@pytest.mark.postgres
+def test_run_table_stores_risk_in_lineage_and_report_postgresql(pg_url, tmp_path, half_copy_engine):
+    engine = sa.create_engine(pg_url)
+    with engine.begin() as conn:
+        for name in ("customers", "orders", "syndiffix_lineage"):
+            conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{name}"')
+    engine.dispose()
+    check_run_records_risk(pg_url, pg_url, tmp_path / "reports")
+
+
+def test_risk_can_be_switched_off(tmp_path, half_copy_engine):
+    source, target = f"sqlite:///{tmp_path / 'source.db'}", f"sqlite:///{tmp_path / 'target.db'}"
+    make_warehouse(source)
+    config = pipeline_config(source, target, tmp_path / "reports", enabled=False)
+    [result] = run_table(config, "customers", salt=b"s")
+    assert result.risk is None
+    engine = sa.create_engine(target)
+    assert last_lineage(engine, None, "customers")["risk_metrics"] is None
+    engine.dispose()
