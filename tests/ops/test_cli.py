@@ -195,3 +195,22 @@ def test_the_console_script_is_installed():
     )
     assert result.returncode == EXIT_OK
     assert "Exit codes: 0 ok, 1 a table failed, 2 bad usage or config" in result.stdout
+
+
+def test_run_synthesizes_into_sqlite_with_lineage_and_reports(tmp_path, source_db, monkeypatch):
+    monkeypatch.setenv("SYNDIFFIX_SALT", "cli-test-salt")
+    config = _write_config(tmp_path, source_db, "- source: orders\n  aid_columns: [customer]\n")
+    result = _invoke("run", str(config))
+    assert result.exit_code == EXIT_OK, result.output
+    target = sa.create_engine(f"sqlite:///{tmp_path / 'target.sqlite'}")
+    with target.connect() as conn:
+        synthetic = pd.read_sql_table("orders", conn)
+        lineage = pd.read_sql_table("syndiffix_lineage", conn)
+    target.dispose()
+    assert list(synthetic.columns) == ["city", "age", "spend"]  # the AID column protects, it is not output
+    assert len(lineage) == 1
+    assert f"{len(synthetic):,}" in result.stdout  # the summary's row count
+    reports = tmp_path / "reports"
+    assert (reports / "orders.html").is_file() and (reports / "orders.metrics.json").is_file()
+    assert 'href="orders.html"' in (reports / "index.html").read_text(encoding="utf-8")
+    assert str(reports / "index.html") in result.stdout.replace("\n", "")
