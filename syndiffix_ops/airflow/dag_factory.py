@@ -118,12 +118,13 @@ def build_dags(
     *,
     salt_conn_id: str | None = "syndiffix_salt",
     salt_variable: str | None = None,
+    report_dir: str | None = None,
 ) -> dict[str, Any]:
     """dag_id -> DAG for every valid config file in the folder (broken files are left to check_configs).
 
     The salt comes from the password of connection `salt_conn_id`, or from Variable `salt_variable`
     when salt_conn_id is None, or from the environment variable named by the config's salt_env when both
-    are None.
+    are None. `report_dir` (templated) is where the HTML quality reports go when a config sets none.
     """
     from airflow.sdk import DAG, AssetAlias
 
@@ -158,6 +159,7 @@ def build_dags(
                 "target_conn_id": spec.config.target_conn_id,
                 "salt_conn_id": salt_conn_id,
                 "salt_variable": salt_variable,
+                "report_dir": report_dir,
                 "outlets": [AssetAlias(name=f"syndiffix/{spec.dag_id}")],
                 "map_index_template": (
                     "{{ task.table }}{{ ' / ' ~ task.column_set if task.column_set else '' }}"

@@ -12,6 +12,7 @@ layer (pandas, SQLAlchemy, the engines) is imported inside `execute`, on the wor
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias, BaseOperator
@@ -45,7 +46,7 @@ class SyntheticTableOperator(BaseOperator):
     :param salt_conn_id: connection whose password is the salt.
     :param salt_variable: Variable holding the salt (used when no salt_conn_id is given). With neither,
         the pipeline reads the environment variable named by the config's `salt_env`.
-    :param report_dir: folder for the HTML quality reports; default the config's `report_dir`.
+    :param report_dir: folder for the HTML quality reports when the config sets no `report_dir`.
 
     Assets: when `outlets` holds an AssetAlias, every table written is added to it as an Asset named the
     way the Postgres provider names tables (postgres://host:port/database/schema/table), one event per
@@ -117,7 +118,7 @@ class SyntheticTableOperator(BaseOperator):
                 run_id=context["run_id"],
                 airflow=AirflowIds(dag_id=ti.dag_id, task_id=ti.task_id, run_id=context["run_id"]),
                 salt=self._salt(),
-                report_dir=self.report_dir,
+                report_dir=Path(self.report_dir) if self.report_dir else None,
             )
         finally:
             source.dispose()

@@ -46,6 +46,7 @@ class AirflowEnv:
     dags_folder: Path
     configs: Path
     openlineage_file: Path
+    report_dir: Path
 
 
 def _configure_airflow() -> AirflowEnv:
@@ -53,7 +54,11 @@ def _configure_airflow() -> AirflowEnv:
     dags = home / "dags"
     shutil.copytree(REPO / "dags", dags, ignore=shutil.ignore_patterns("__pycache__"))
     env = AirflowEnv(
-        home=home, dags_folder=dags, configs=dags / "configs", openlineage_file=home / "ol.jsonl"
+        home=home,
+        dags_folder=dags,
+        configs=dags / "configs",
+        openlineage_file=home / "ol.jsonl",
+        report_dir=home / "reports",
     )
     os.environ.update(
         {
@@ -63,6 +68,7 @@ def _configure_airflow() -> AirflowEnv:
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
             "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
             "AIRFLOW__OPENLINEAGE__NAMESPACE": "syndiffix-tests",
+            "SYNDIFFIX_REPORT_DIR": str(env.report_dir),
             "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
                 {"type": "file", "log_file_path": str(env.openlineage_file), "append": True}
             ),

@@ -140,6 +140,26 @@ def test_asset_events_are_recorded_once_per_table_through_the_alias(demo_run, de
     assert aliased == set(uris)
 
 
+def test_each_table_gets_its_html_quality_report(demo_run, airflow_env):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        values = session.scalars(
+            select(XComModel.value).where(XComModel.dag_id == DAG_ID, XComModel.run_id == demo_run.run_id)
+        ).all()
+    written = [
+        entry for value in values for entry in (json.loads(value) if isinstance(value, str) else value)
+    ]
+    reports = {entry["target_table"]: entry["report_path"] for entry in written}
+    assert set(reports) == {f"{TARGET_SCHEMA}.{t}" for t in EXPECTED}
+    for target, path in reports.items():
+        assert path is not None and path.startswith(str(airflow_env.report_dir)), (target, path)
+        with open(path, encoding="utf-8") as report:
+            assert "<img" in report.read(), f"the report of {target} has no plot"
+
+
 def test_the_salt_is_in_no_airflow_record_lineage_row_or_lineage_event(
     demo_run, airflow_env, demo_source, salt
 ):
