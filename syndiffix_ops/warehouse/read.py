@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy as sa
 
+from syndiffix_ops.warehouse import postgres
 from syndiffix_ops.warehouse.types import ValueKind, aid_values, to_series, value_kind
 
 
@@ -161,7 +162,8 @@ def read_columns(
     )
     if not chunks:
         kinds = {name: source.column(name).kind for name in names}
-        empty = {name: _column_values((), kinds[name], name, name in aid_columns) for name in names}
+        as_text = {name: name in aid_columns and kinds[name] is not ValueKind.INTEGER for name in names}
+        empty = {name: _column_values((), kinds[name], name, as_text[name]) for name in names}
         return pd.DataFrame(empty, columns=names)
     frame = {}
     for name in names:
@@ -194,28 +196,51 @@ def iter_column_chunks(
     statement = _filtered(source, where, [source.table.c[name] for name in names])
     if max_rows is not None:
         statement = statement.limit(max_rows + 1)
+    as_text = [name in aid_columns and kinds[name] is not ValueKind.INTEGER for name in names]
     rows = 0
     with _connection(bind) as conn:
-        result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(statement)
-        for part in result.partitions():
-            rows += len(part)
+        for columns in _chunks(conn, statement, names, [kinds[n] for n in names], as_text, chunk_rows):
+            rows += len(columns[0])
             if max_rows is not None and rows > max_rows:
-                result.close()
                 raise RowLimitExceeded(
                     f"source table {source.qualified_name}{_where_note(where)} has more than "
                     f"max_rows={max_rows} rows; raise max_rows, narrow the where filter, or split the table"
                 )
-            chunk = {
-                name: _column_values(values, kinds[name], name, name in aid_columns)
-                for name, values in zip(names, zip(*part, strict=True), strict=True)
-            }
             if progress is not None:
                 progress(rows)
-            yield pd.DataFrame(chunk, columns=names)
+            yield pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names)
 
 
-def _column_values(values: Sequence[object], kind: ValueKind | None, name: str, is_aid: bool) -> pd.Series:
-    if is_aid and kind is not ValueKind.INTEGER:
+def _chunks(
+    conn: sa.Connection,
+    statement: sa.Select,
+    names: Sequence[str],
+    kinds: Sequence[ValueKind | None],
+    as_text: Sequence[bool],
+    chunk_rows: int,
+) -> Iterator[list[pd.Series]]:
+    """The selected rows, at most chunk_rows at a time, as one engine-ready Series per column."""
+    if postgres.is_psycopg(conn):
+        for columns in postgres.copy_out(conn, statement, names, kinds, as_text=as_text):
+            for start in range(0, len(columns[0]), chunk_rows):
+                yield [c.iloc[start : start + chunk_rows].reset_index(drop=True) for c in columns]
+        return
+    # Elsewhere a server-side cursor (stream_results) keeps only one chunk of rows in memory at a time.
+    result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(statement)
+    try:
+        for part in result.partitions():
+            yield [
+                _column_values(values, kind, name, text)
+                for name, kind, values, text in zip(
+                    names, kinds, zip(*part, strict=True), as_text, strict=True
+                )
+            ]
+    finally:
+        result.close()
+
+
+def _column_values(values: Sequence[object], kind: ValueKind | None, name: str, as_text: bool) -> pd.Series:
+    if as_text:
         return aid_values(values).rename(name)
     assert kind is not None
     return to_series(values, kind, name)

@@ -20,16 +20,16 @@ before dropping the staging table. Only a crash of the process itself can leave 
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from syndiffix_ops.warehouse.types import ValueKind
+from syndiffix_ops.warehouse import postgres
+from syndiffix_ops.warehouse.types import ValueKind, to_python
 
 STAGING_PREFIX = "_sdx_stage_"
 OLD_PREFIX = "_sdx_old_"
@@ -99,22 +99,22 @@ def write_table(
     schema: str | None,
     name: str,
     columns: Sequence[TargetColumn],
-    values: Sequence[list[Any]],
+    frame: pd.DataFrame,
     source_dialect: str,
     replace: bool,
     before_commit: Callable[[sa.Connection], None],
 ) -> None:
-    """Write one synthetic table (values: one Python list per column) and run before_commit atomically
-    with it; `replace` swaps a staging table in, otherwise rows are appended to the existing table."""
+    """Write the frame's `columns` into one table and run before_commit atomically with it; `replace`
+    swaps a staging table in, otherwise rows are appended to the existing table."""
     dialect = engine.dialect
     if dialect.name in ("mysql", "mariadb"):
         writer = _replace_mysql if replace else _append
     else:
         writer = _replace_transactional if replace else _append
-    writer(engine, schema, name, columns, values, source_dialect, before_commit)
+    writer(engine, schema, name, columns, frame, source_dialect, before_commit)
 
 
-def _replace_transactional(engine, schema, name, columns, values, source_dialect, before_commit) -> None:
+def _replace_transactional(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
     staging_name = f"{STAGING_PREFIX}{uuid.uuid4().hex[:16]}"
     staging = _table(staging_name, schema, columns, source_dialect, engine.dialect)
     with engine.connect() as conn:
@@ -122,7 +122,7 @@ def _replace_transactional(engine, schema, name, columns, values, source_dialect
         try:
             _create_enum_types(conn, staging)
             staging.create(conn)
-            _insert(conn, staging, values)
+            _insert(conn, staging, columns, frame)
             if sa.inspect(conn).has_table(name, schema=schema):
                 sa.Table(name, sa.MetaData(), schema=schema).drop(conn)
             conn.exec_driver_sql(
@@ -135,7 +135,7 @@ def _replace_transactional(engine, schema, name, columns, values, source_dialect
             raise
 
 
-def _replace_mysql(engine, schema, name, columns, values, source_dialect, before_commit) -> None:
+def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
     run = uuid.uuid4().hex[:16]
     staging = _table(f"{STAGING_PREFIX}{run}", schema, columns, source_dialect, engine.dialect)
     old = sa.Table(f"{OLD_PREFIX}{run}", sa.MetaData(), schema=schema)
@@ -145,7 +145,7 @@ def _replace_mysql(engine, schema, name, columns, values, source_dialect, before
         try:
             staging.create(conn)
             conn.commit()
-            _insert(conn, staging, values)
+            _insert(conn, staging, columns, frame)
             conn.commit()
             had_previous = sa.inspect(conn).has_table(name, schema=schema)
             if had_previous:
@@ -177,7 +177,7 @@ def _replace_mysql(engine, schema, name, columns, values, source_dialect, before
         conn.commit()
 
 
-def _append(engine, schema, name, columns, values, source_dialect, before_commit) -> None:
+def _append(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
     with engine.connect() as conn:
         _begin(conn)
         try:
@@ -189,7 +189,7 @@ def _append(engine, schema, name, columns, values, source_dialect, before_commit
                 table = _table(name, schema, columns, source_dialect, engine.dialect)
                 _create_enum_types(conn, table)
                 table.create(conn)
-            _insert(conn, table, values)
+            _insert(conn, table, columns, frame)
             before_commit(conn)
             conn.commit()
         except BaseException:
@@ -233,32 +233,18 @@ def _format_table(conn: sa.Connection, table: sa.Table) -> str:
     return conn.dialect.identifier_preparer.format_table(table)
 
 
-def _insert(conn: sa.Connection, table: sa.Table, values: Sequence[list[Any]]) -> None:
-    if not values or not values[0]:
+def _insert(
+    conn: sa.Connection, table: sa.Table, columns: Sequence[TargetColumn], frame: pd.DataFrame
+) -> None:
+    if len(frame) == 0:
         return
-    if conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg":
-        _copy_into(conn, table, values)
+    kinds = [c.kind for c in columns]
+    if postgres.is_psycopg(conn):
+        postgres.copy_in(conn, table, frame[[c.name for c in columns]], kinds)
         return
     keys = [c.key for c in table.columns]
     statement = table.insert()
-    rows = zip(*values, strict=True)
-    while batch := [dict(zip(keys, row, strict=True)) for row in itertools.islice(rows, _INSERT_BATCH_ROWS)]:
-        conn.execute(statement, batch)
-
-
-def _copy_into(conn: sa.Connection, table: sa.Table, values: Sequence[list[Any]]) -> None:
-    """PostgreSQL COPY FROM STDIN through psycopg 3, inside the connection's open transaction."""
-    preparer = conn.dialect.identifier_preparer
-    column_list = ", ".join(preparer.quote(c.name) for c in table.columns)
-    statement = f"COPY {preparer.format_table(table)} ({column_list}) FROM STDIN"
-    driver_connection = conn.connection.driver_connection
-    driver_error = conn.dialect.loaded_dbapi.Error
-    try:
-        with driver_connection.cursor() as cursor, cursor.copy(statement) as copy:
-            for row in zip(*values, strict=True):
-                copy.write_row(row)
-    except driver_error as error:
-        # Same exception family as every other statement SQLAlchemy runs, so callers catch one kind.
-        raise sa.exc.DBAPIError.instance(
-            statement, None, error, driver_error, dialect=conn.dialect
-        ) from error
+    for start in range(0, len(frame), _INSERT_BATCH_ROWS):
+        chunk = frame.iloc[start : start + _INSERT_BATCH_ROWS]
+        values = [to_python(chunk[c.name], c.kind) for c in columns]
+        conn.execute(statement, [dict(zip(keys, row, strict=True)) for row in zip(*values, strict=True)])

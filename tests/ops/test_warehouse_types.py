@@ -15,7 +15,6 @@ from syndiffix_ops.warehouse import (
     ValueKind,
     read_columns,
     reflect_table,
-    to_python,
     write_table,
 )
 
@@ -146,7 +145,7 @@ def test_every_listed_type_round_trips_with_its_declared_type_and_values(warehou
         schema=schema,
         name="typed_copy",
         columns=targets,
-        values=[to_python(frame[c.name], c.kind) for c in targets],
+        frame=frame,
         source_dialect=engine.dialect.name,
         replace=True,
         before_commit=lambda conn: None,

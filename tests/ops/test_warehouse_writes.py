@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import sqlalchemy as sa
 
@@ -32,7 +33,7 @@ def _write(engine, schema, name, ids, labels, *, replace=True, before_commit=lam
         schema=schema,
         name=name,
         columns=_columns(),
-        values=[ids, labels],
+        frame=pd.DataFrame({"id": ids, "label": labels}),
         source_dialect=engine.dialect.name,
         replace=replace,
         before_commit=before_commit,
@@ -134,7 +135,7 @@ def test_append_adds_rows_and_refuses_a_target_of_another_shape(warehouse_db):
             schema=schema,
             name="t",
             columns=[TargetColumn("id", sa.SmallInteger(), ValueKind.INTEGER)],
-            values=[[4]],
+            frame=pd.DataFrame({"id": [4]}),
             source_dialect=engine.dialect.name,
             replace=False,
             before_commit=lambda conn: None,
@@ -164,9 +165,7 @@ def test_names_with_quotes_spaces_semicolons_unicode_and_reserved_words_round_tr
             schema=schema,
             name=target_name,
             columns=[TargetColumn(c.name, c.sql_type, c.kind) for c in source.columns],
-            values=[
-                frame[name].astype(object).where(frame[name].notna(), None).tolist() for name in WEIRD_COLUMNS
-            ],
+            frame=frame,
             source_dialect=engine.dialect.name,
             replace=True,
             before_commit=lambda conn: None,

@@ -1,0 +1,203 @@
+"""PostgreSQL fast path: COPY text format both ways, parsed and formatted a chunk at a time.
+
+Fetching rows through a cursor builds a Python tuple per row and a driver object per value, and psycopg's
+`write_row` formats a row per call; on a million rows that costs several times the COPY itself. Here
+the read parses whole COPY chunks with pandas' C CSV parser, and the write formats whole columns at
+once, so the client keeps up with the server (and works while the server ingests the previous chunk).
+
+COPY text format: tab-separated, one row per line, NULL is `\\N`, and inside values a backslash escapes
+itself, tab, newline, carriage return (and, on output, backspace, form feed, vertical tab). Only string
+columns can contain backslashes, so only they are unescaped or escaped. The session is set to ISO dates
+and UTC for the duration of the read so timestamps parse without guessing.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import re
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from syndiffix_ops.warehouse.types import ValueKind, to_python
+
+NULL = "\\N"
+_READ_CHUNK_BYTES = 16 * 1024 * 1024
+_WRITE_CHUNK_ROWS = 50_000
+_UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+_ESCAPED = re.compile(r"\\(.)", re.DOTALL)
+_ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def is_psycopg(conn: sa.Connection) -> bool:
+    return conn.dialect.name == "postgresql" and conn.dialect.driver == "psycopg"
+
+
+# --------------------------------------------------------------------------------------------- read
+
+
+def copy_out(
+    conn: sa.Connection,
+    statement: sa.Select,
+    names: Sequence[str],
+    kinds: Sequence[ValueKind | None],
+    *,
+    as_text: Sequence[bool],
+) -> Iterator[list[pd.Series]]:
+    """Run `COPY (statement) TO STDOUT` and yield the rows a chunk at a time, one Series per column.
+
+    Columns flagged in `as_text` (AID columns of non-integer types) stay strings.
+    """
+    compiled = statement.compile(dialect=conn.dialect)
+    conn.exec_driver_sql("SET LOCAL DateStyle = 'ISO, YMD'")
+    conn.exec_driver_sql("SET LOCAL TimeZone = 'UTC'")
+    conn.exec_driver_sql("SET LOCAL extra_float_digits = 1")  # shortest exact float text
+    conn.exec_driver_sql("SET LOCAL client_encoding = 'UTF8'")
+    parsers = [_string if text else _PARSERS[kind] for kind, text in zip(kinds, as_text, strict=True)]
+    dtypes = {
+        i: "Int64"
+        if kind is ValueKind.INTEGER and not text
+        else "float64"
+        if kind is ValueKind.REAL
+        else object
+        for i, (kind, text) in enumerate(zip(kinds, as_text, strict=True))
+    }
+    driver = conn.connection.driver_connection
+    with driver.cursor() as cursor, cursor.copy(f"COPY ({compiled}) TO STDOUT", compiled.params) as copy:
+        pending = bytearray()
+        for block in copy:
+            pending += block
+            if len(pending) >= _READ_CHUNK_BYTES:
+                cut = pending.rfind(b"\n") + 1
+                yield _parse(bytes(pending[:cut]), names, dtypes, parsers)
+                del pending[:cut]
+        if pending:
+            yield _parse(bytes(pending), names, dtypes, parsers)
+
+
+def _parse(data: bytes, names, dtypes, parsers) -> list[pd.Series]:
+    frame = pd.read_csv(
+        io.BytesIO(data),
+        sep="\t",
+        header=None,
+        quoting=csv.QUOTE_NONE,
+        na_values=[NULL],
+        keep_default_na=False,
+        skip_blank_lines=False,
+        dtype=dtypes,
+        encoding="utf-8",
+        engine="c",
+    )
+    return [parse(frame[i], name) for i, (name, parse) in enumerate(zip(names, parsers, strict=True))]
+
+
+def _integer(column: pd.Series, name: str) -> pd.Series:
+    if column.hasnans:
+        return column.rename(name).reset_index(drop=True)
+    return pd.Series(column.to_numpy(dtype=np.int64), name=name)
+
+
+def _real(column: pd.Series, name: str) -> pd.Series:
+    return pd.Series(column.to_numpy(dtype=np.float64), name=name)
+
+
+def _boolean(column: pd.Series, name: str) -> pd.Series:
+    values = column.to_numpy(dtype=object)
+    truth = values == "t"
+    missing = column.isna().to_numpy()
+    if missing.any():
+        return pd.Series(pd.arrays.BooleanArray(truth, missing), name=name)
+    return pd.Series(truth, name=name)
+
+
+def _timestamp(column: pd.Series, name: str) -> pd.Series:
+    return pd.Series(pd.to_datetime(column, format="ISO8601").astype("datetime64[us]"), name=name)
+
+
+def _timestamp_tz(column: pd.Series, name: str) -> pd.Series:
+    return pd.Series(
+        pd.to_datetime(column, format="ISO8601", utc=True).astype("datetime64[us, UTC]"), name=name
+    )
+
+
+def _from_iso(convert: Callable[[str], object]) -> Callable[[pd.Series, str], pd.Series]:
+    def parse(column: pd.Series, name: str) -> pd.Series:
+        values = [None if v is None or v != v else convert(v) for v in column.to_numpy(dtype=object)]
+        return pd.Series(np.array(values, dtype=object), name=name)
+
+    return parse
+
+
+def _string(column: pd.Series, name: str) -> pd.Series:
+    values = column.to_numpy(dtype=object).copy()
+    present = column.notna().to_numpy()
+    values[~present] = None
+    escaped = np.flatnonzero(
+        present & column.str.contains("\\", regex=False).fillna(False).to_numpy(dtype=bool)
+    )
+    for i in escaped:
+        values[i] = _ESCAPED.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(1)), values[i])
+    return pd.Series(values, name=name, dtype=object)
+
+
+_PARSERS = {
+    ValueKind.INTEGER: _integer,
+    ValueKind.REAL: _real,
+    ValueKind.BOOLEAN: _boolean,
+    ValueKind.STRING: _string,
+    ValueKind.TIMESTAMP: _timestamp,
+    ValueKind.TIMESTAMP_TZ: _timestamp_tz,
+    ValueKind.DATE: _from_iso(dt.date.fromisoformat),
+    ValueKind.TIME: _from_iso(dt.time.fromisoformat),
+}
+
+
+# --------------------------------------------------------------------------------------------- write
+
+
+def copy_in(conn: sa.Connection, table: sa.Table, frame: pd.DataFrame, kinds: Sequence[ValueKind]) -> None:
+    """`COPY table FROM STDIN` of the frame's columns (in the table's column order), chunk by chunk."""
+    preparer = conn.dialect.identifier_preparer
+    column_list = ", ".join(preparer.quote(c.name) for c in table.columns)
+    statement = f"COPY {preparer.format_table(table)} ({column_list}) FROM STDIN"
+    driver = conn.connection.driver_connection
+    driver_error = conn.dialect.loaded_dbapi.Error
+    try:
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:
+            for start in range(0, len(frame), _WRITE_CHUNK_ROWS):
+                chunk = frame.iloc[start : start + _WRITE_CHUNK_ROWS]
+                columns = [_text(chunk[c.name], kind) for c, kind in zip(table.columns, kinds, strict=True)]
+                copy.write("".join(f"{line}\n" for line in map("\t".join, zip(*columns, strict=True))))
+    except driver_error as error:
+        # Same exception family as every other statement SQLAlchemy runs, so callers catch one kind.
+        raise sa.exc.DBAPIError.instance(
+            statement, None, error, driver_error, dialect=conn.dialect
+        ) from error
+
+
+def _text(series: pd.Series, kind: ValueKind) -> list[str]:
+    """One column in COPY text format (NULL as \\N)."""
+    if kind in (ValueKind.TIMESTAMP, ValueKind.TIMESTAMP_TZ) and pd.api.types.is_datetime64_any_dtype(series):
+        missing = series.isna().to_numpy()
+        if series.dt.tz is not None:
+            series = series.dt.tz_convert("UTC").dt.tz_localize(None)
+        stamps = series.to_numpy(dtype="datetime64[us]")
+        # 'Z' marks UTC for timestamptz; a naive TIMESTAMP column ignores it
+        text = np.datetime_as_string(
+            stamps, unit="us", timezone="UTC" if kind is ValueKind.TIMESTAMP_TZ else "naive"
+        )
+        text = text.astype(object)
+        text[missing] = NULL
+        return text.tolist()
+    values = to_python(series, kind)
+    if kind is ValueKind.STRING:
+        return [NULL if v is None else v.translate(_ESCAPE) for v in values]
+    if kind is ValueKind.BOOLEAN:
+        return [NULL if v is None else "t" if v else "f" for v in values]
+    if kind in (ValueKind.DATE, ValueKind.TIME, ValueKind.TIMESTAMP, ValueKind.TIMESTAMP_TZ):
+        return [NULL if v is None else v.isoformat() for v in values]
+    return [NULL if v is None else str(v) for v in values]
