@@ -413,6 +413,9 @@ def _synthesize_output(
 
     clock = time.perf_counter()
     metrics = quality_metrics(frame[output.columns], synthetic)
+    if metrics is not None and "evaluation" in result.metadata:
+        # engines that evaluate themselves (dp_marginals: the showcase's k-tuple metrics) add a section
+        metrics[f"{engine.name}_evaluation"] = result.metadata["evaluation"]
     timings["quality"] = time.perf_counter() - clock
 
     risk_metrics, risk_sections = None, []

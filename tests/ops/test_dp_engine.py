@@ -127,6 +127,24 @@ def test_same_salt_same_rows_and_a_new_release_new_noise(tmp_path):
     assert _lineage(engine, None)[-1]["engine_metadata"]["release"] == "2024-02-01"
 
 
+def test_the_quality_report_holds_the_dp_evaluation(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    _make_source(engine, None)
+    [result] = run_table(
+        _config(engine, None, engine_params={"epsilon": 4.0}),
+        "visits_dp",
+        salt=SALT,
+        report_dir=tmp_path / "reports",
+    )
+    evaluation = result.metrics["dp_marginals_evaluation"]["by_length"]
+    assert set(evaluation) == {"1", "2", "3"}
+    assert all(0 <= evaluation[k]["suppressed_share"] <= 1 for k in evaluation)
+    page = result.report_path.read_text(encoding="utf-8")
+    assert "DP marginals: combinations by length" in page and "fabricated combinations" in page
+    saved = json.loads(result.report_path.with_name(result.report_path.stem + ".metrics.json").read_text())
+    assert saved["metrics"]["dp_marginals_evaluation"]["by_length"]["3"] == evaluation["3"]
+
+
 def test_yaml_config_selects_the_engine_and_rejects_bad_params(tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text(
