@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 DEFAULT_BINS = 10
 DEFAULT_RARE_THRESHOLD = 10
@@ -654,7 +655,8 @@ def _distribution_figure(name: str, column: Mapping[str, Any]) -> Figure:
     axes.set_xticks(positions, [_shorten(label) for label in labels], rotation=45, ha="right", fontsize=7)
     axes.set_ylabel("share of rows")
     axes.set_title(name, fontsize=9)
-    axes.legend(fontsize=7, frameon=False)
+    axes.yaxis.set_major_locator(MaxNLocator(4))
+    axes.legend(fontsize=7, frameon=False, loc="upper right")  # "best" costs a search per plot
     return figure
 
 
@@ -679,19 +681,23 @@ def _correlation_section(metrics: Mapping[str, Any]) -> ReportSection:
         ("|difference|", np.abs(original - synthetic), "Greys", 0.0),
     ]
     show_labels = len(names) <= 30
-    for index, (title, values, colormap, low) in enumerate(panels, start=1):
-        axes = figure.add_subplot(1, 3, index)
-        image = axes.imshow(values, cmap=colormap, vmin=low, vmax=1.0)
+    ticks = np.arange(len(names)) if show_labels else []
+    tick_labels = [_shorten(name, 14) for name in names] if show_labels else []
+    all_axes = figure.subplots(1, 3)
+    images = []
+    for axes, (title, values, colormap, low) in zip(all_axes, panels, strict=True):
+        images.append(axes.imshow(values, cmap=colormap, vmin=low, vmax=1.0))
         axes.set_title(title, fontsize=9)
-        ticks = np.arange(len(names)) if show_labels else []
-        tick_labels = [_shorten(name, 14) for name in names] if show_labels else []
         axes.set_xticks(ticks, tick_labels, rotation=90, fontsize=6)
-        axes.set_yticks(ticks, tick_labels if index == 1 else [], fontsize=6)
-        figure.colorbar(image, ax=axes, shrink=0.7)
+        axes.set_yticks([])
+    all_axes[0].set_yticks(ticks, tick_labels, fontsize=6)
+    # source and synthetic share one scale, so one colour bar; ticks made once each (they are costly)
+    figure.colorbar(images[1], ax=list(all_axes[:2]), shrink=0.7)
+    figure.colorbar(images[2], ax=[all_axes[2]], shrink=0.7)
     note = (
         "<p>Pearson correlations of the columns with a numeric encoding (booleans as 0/1, numbers, times and "
         "timestamps as seconds); string columns have no meaningful order and are compared by the 2-dim TVD "
-        "instead. Grey cells: undefined (a constant column).</p>"
+        "instead. Empty cells: undefined (a constant column). The difference scale saturates at 1.</p>"
     )
     return ReportSection(
         "Correlations: source | synthetic | difference", note + figure_to_img_tag(figure, "correlations")
