@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 # Sampled flights in the source by default: synthesizes in about a minute on a 2-core machine.
-DEFAULT_FLIGHT_ROWS = 20_000
+DEFAULT_FLIGHT_ROWS = 50_000
 ALL_FLIGHTS = 336_776
 SAMPLE_SEED = 2013
 DATASET_TABLES = ("flights", "weather", "planes", "airports", "airlines")
