@@ -166,3 +166,33 @@ def test_same_salt_and_table_same_output_whatever_the_row_order():
     other_table = synthesize_dp(frame, salt=b"k", table_identity="db.t2", params=params)
     assert not one.frame.equals(other_salt.frame) and not one.frame.equals(other_table.frame)
     assert rng is not None
+
+
+def test_each_entity_contributes_at_most_the_allowed_sensitivity_and_distinct_tuples_once():
+    from syndiffix_core.dp.aggregation import CombinationTable, _count_length, _Records
+
+    rng = np.random.default_rng(9)
+    # 400 entities; most have 1-3 rows, a few have 40 rows of distinct values; duplicates inside an entity
+    sizes = np.where(rng.random(400) < 0.97, rng.integers(1, 4, 400), 40)
+    entities = np.repeat(np.arange(400), sizes)
+    codes = rng.integers(0, 50, size=(len(entities), 1)).astype(np.int32)
+    codes[1] = codes[0]  # a repeated value within entity 0 counts once
+    entities[1] = entities[0]
+    order = canonical_row_order(codes, entities)
+    codes, entities = codes[order], entities[order]
+    table = CombinationTable((0,), np.array([50]), np.arange(50, dtype=np.int64), np.zeros(50))
+    params = DpParams(epsilon=50.0, delta=1e-6, percentile_percentage=90)
+    counts, allowed = _count_length(
+        _Records(codes, entities),
+        {(0,): table},
+        sensitivity_bound=100,
+        params=params,
+        budget=split_budget(params, 1e-6),
+        noise=NoiseSource(b"s", "t"),
+        k=1,
+    )
+    distinct = pd.DataFrame({"e": entities, "v": codes[:, 0]}).drop_duplicates()
+    per_entity = distinct.groupby("e").size().to_numpy()
+    assert 2 <= allowed < 40  # the 90th percentile of distinct values per entity, not the whales' 40
+    assert counts.sum() == np.minimum(per_entity, allowed).sum()
+    assert counts.sum() < len(distinct)
