@@ -379,18 +379,32 @@ class KHyperLogLog:
 
         When every id has one value of the column (e.g. one row per person) this is the share of ids
         in such small classes: "the fraction of people in classes of size <= t". While the sketch is
-        exact it is computed from all values. Beyond, the numerator is the sample's sum scaled by
-        distinct values / sample size, and the denominator the distinct (value, id) pairs counted by a
-        dedicated HLL: a ratio of sums over the sample alone would swing with the few very frequent
-        values that a skewed column's sample happens to include.
+        exact it is computed from all values. Beyond, two estimators compete and the one with the smaller
+        estimated variance is returned:
+        - the ratio of sums over the sample, precise unless a few very frequent values dominate the
+          sample's total (a skewed column);
+        - the sample's sum of small classes scaled by distinct values / sample size, over the distinct
+          (value, id) pairs counted by a dedicated HLL, which ignores the frequent values' sampling
+          luck but carries the errors of both distinct counts.
         """
         counts = self.id_counts()
-        small = counts[counts <= threshold].sum()
+        small_counts = np.where(counts <= threshold, counts, 0.0)
         if not self.is_full:
             total = counts.sum()
-            return float(small / total) if total else 0.0
-        estimate = small * self.distinct_values() / len(counts) / self.associations()
-        return float(min(1.0, estimate))
+            return float(small_counts.sum() / total) if total else 0.0
+        n = len(counts)
+        ratio = small_counts.sum() / counts.sum()
+        # Delta-method variances of both estimators (finite-population correction left out).
+        ratio_variance = np.sum((small_counts - ratio * counts) ** 2) / (n * (n - 1)) / counts.mean() ** 2
+        scaled = small_counts.mean() * self.distinct_values() / self.associations()
+        pairs_error = 0.0 if self._pairs.is_sparse else 1.04 / np.sqrt(self._pairs.m)
+        scaled_relative_variance = (
+            small_counts.var(ddof=1) / n / max(small_counts.mean(), 1e-300) ** 2
+            + 1.0 / (self.k - 2)
+            + pairs_error**2
+        )
+        best = ratio if ratio_variance <= scaled_relative_variance * scaled**2 else scaled
+        return float(min(1.0, best))
 
     def associations(self) -> float:
         """Estimated number of distinct (value, id) pairs."""
