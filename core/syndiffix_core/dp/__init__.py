@@ -77,9 +77,13 @@ class DpResult:
                 for r in self.aggregates.lengths
             ],
             "aggregate_combinations": {str(k): v for k, v in self.aggregates.count_by_length().items()},
+            # released attributes per column (DP); never the input's number of distinct values
             "binning": {
-                str(e.name): {"kind": e.binning.kind.value, "attributes": e.cardinality}
-                for e in self.encoders
+                str(e.name): {
+                    "kind": e.binning.kind.value,
+                    "released_attributes": len(self.aggregates.tables[(j,)]),
+                }
+                for j, e in enumerate(self.encoders)
             },
         }
 
