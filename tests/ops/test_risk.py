@@ -413,3 +413,34 @@ def test_risk_can_be_switched_off(tmp_path, half_copy_engine):
     engine = sa.create_engine(target)
     assert last_lineage(engine, None, "customers")["risk_metrics"] is None
     engine.dispose()
+
+
+def test_run_table_refuses_a_bad_quasi_identifier_before_reading(tmp_path, half_copy_engine):
+    source, target = f"sqlite:///{tmp_path / 'source.db'}", f"sqlite:///{tmp_path / 'target.db'}"
+    make_warehouse(source)
+    config = parse_config(
+        {
+            "source": source,
+            "target": target,
+            "tables": [
+                {
+                    "source": "customers",
+                    "engine": "risk_test_half_copy",
+                    "aid_columns": ["customer_id"],
+                    "columns": {"email": "drop"},
+                    "risk": {"quasi_identifiers": [["zip", "email"]]},
+                }
+            ],
+        }
+    )
+    with pytest.raises(RiskError, match=r"table customers: .*\['zip', 'email'\] names \['email'\]"):
+        run_table(config, "customers", salt=b"s")
+    engine = sa.create_engine(target)
+    assert not sa.inspect(engine).has_table("customers")  # nothing written
+    engine.dispose()
+
+
+@pytest.mark.mariadb
+def test_report_from_mariadb(mariadb_url):
+    customers, orders = make_warehouse(mariadb_url)
+    check_report(mariadb_url, customers, orders)
