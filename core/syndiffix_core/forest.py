@@ -27,6 +27,7 @@ from itertools import combinations
 import numpy as np
 
 from .anonymizer import CountAnonymizer, Entities, SortedEntities
+from .errors import InvalidInputError
 from .noise import Salt, hash_floats, hash_strings, mix64
 from .params import BucketizationParams
 
@@ -169,7 +170,13 @@ class Forest:
         self.size = np.ones(values.shape[1])
         for j in range(values.shape[1]):
             column = self.values[:, j]
-            self.low[j], self.size[j] = snap_range(float(column.min()), float(column.max()))
+            low, high = float(column.min()), float(column.max())
+            if not np.isfinite(high - low) or not np.isfinite(self.null_values[j] * 2):
+                raise InvalidInputError(
+                    f"column {self.column_names[j]!r}: values span [{low!r}, {high!r}] (nulls mapped to "
+                    f"{self.null_values[j]!r}), too wide a range for float64 arithmetic"
+                )
+            self.low[j], self.size[j] = snap_range(low, high)
         self.trees: dict[tuple[int, ...], Tree] = {}
         for j in range(values.shape[1]):
             self.tree((j,))

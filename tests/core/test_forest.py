@@ -136,3 +136,10 @@ def test_leaves_hold_about_all_rows_of_a_1dim_tree():
     assert abs(leaf_total - 2000) < 40
     singular_leaves = sum(int(tree.levels[depth].singular[nodes].sum()) for depth, nodes in tree.leaves())
     assert singular_leaves == 40
+
+
+def test_values_too_wide_for_float_arithmetic_are_a_clear_error():
+    from syndiffix_core.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="c0"):
+        make_forest(np.array([[-1e308], [1e308]]))
