@@ -239,14 +239,19 @@ def _count_length(
     offsets = np.concatenate(([0], np.cumsum([len(candidates[s]) for s in subsets]))).astype(np.int64)
     total = int(offsets[-1])
 
-    def chunk_pairs(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        """(record id, global candidate index) of each distinct valid tuple of the chunk's records."""
+    def chunk_positions(start: int, stop: int) -> np.ndarray:
+        """(rows, subsets) global candidate index of each row's tuple, -1 where it is no candidate."""
         block = records.codes[start:stop]
         pos = np.empty((stop - start, len(subsets)), dtype=np.int64)
         for j, subset in enumerate(subsets):
             table = candidates[subset]
             p = table.positions(pack(block, subset, table.strides))
             pos[:, j] = np.where(p >= 0, p + offsets[j], -1)
+        return pos
+
+    def chunk_pairs(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """(record id, global candidate index) of each distinct valid tuple of the chunk's records."""
+        pos = chunk_positions(start, stop)
         rec = np.broadcast_to(records.record_ids(start, stop)[:, None], pos.shape)
         valid = pos >= 0
         rec, pos = rec[valid], pos[valid]
@@ -258,9 +263,16 @@ def _count_length(
     counts = np.zeros(total, dtype=np.float64)
     sensitivities = np.zeros(records.count, dtype=np.int64)
     for start, stop in records.chunks(len(subsets)):
-        rec, pos = chunk_pairs(start, stop)
-        counts += np.bincount(pos, minlength=total)
-        sensitivities += np.bincount(rec, minlength=records.count)
+        if records.entity_of_row is None:
+            # a row is a record and its tuples are distinct (one per column subset): no pairs needed
+            pos = chunk_positions(start, stop)
+            valid = pos >= 0
+            counts += np.bincount(pos[valid], minlength=total)
+            sensitivities[start:stop] = valid.sum(axis=1)
+        else:
+            rec, pos = chunk_pairs(start, stop)
+            counts += np.bincount(pos, minlength=total)
+            sensitivities += np.bincount(rec, minlength=records.count)
     allowed = dp_percentile(
         sensitivities,
         sensitivity_bound,

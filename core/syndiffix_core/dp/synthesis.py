@@ -217,6 +217,12 @@ def _draw_within_pool(
             break
         rows = pending[drawable]
         pick = _draw(w[drawable], rng)
+        taken = np.bincount(pick, minlength=len(values))
+        if (taken <= pool).all():
+            chosen[rows] = pick
+            pool -= taken
+            pending = np.flatnonzero(chosen < 0)
+            continue
         # keep at most pool[v] of the rows that picked v, chosen at random
         order = np.lexsort((rng.random(len(rows)), pick))
         rows, pick = rows[order], pick[order]
