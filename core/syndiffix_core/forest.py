@@ -79,7 +79,7 @@ class TreeLevel:
     """All nodes of one depth of one tree (index = position in Morton order)."""
 
     key: np.ndarray  # int64: parent index << k | child bits (0 for the root)
-    rep_row: np.ndarray  # int64: one input row of the node (its values give cells and singular points)
+    rep_row: np.ndarray  # int32/int64: one input row of the node (its values give cells and singular points)
     singular_dims: np.ndarray  # uint32 bitmask: bit j set if all rows share one value in dimension j
     singular: np.ndarray  # bool: singular in every dimension
     lcf_low: np.ndarray
@@ -87,7 +87,7 @@ class TreeLevel:
     range_low: np.ndarray
     stub: np.ndarray
     branch: np.ndarray  # bool: the node split; its children with >= 3 rows are in level depth + 1
-    noisy_count: np.ndarray  # int64, >= 1
+    noisy_count: np.ndarray  # int32, >= 1
     subnodes: np.ndarray  # int32 (n, k): index of each (k-1)-dim subnode at this depth, -1 if none
 
     @property
@@ -224,6 +224,8 @@ class Forest:
         del units
         # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
         order = np.argsort(self.values[:, columns[0]]) if k == 1 else np.argsort(code)
+        if order.size < 2**31:
+            order = order.astype(np.int32)  # node storage: half the bytes per representative row
         layout = _SortedLayout(
             order=order,
             code=code[order],
@@ -344,7 +346,7 @@ class Forest:
             range_low=counts.range_low,
             stub=stub,
             branch=branch,
-            noisy_count=counts.noisy_count,
+            noisy_count=counts.noisy_count.astype(np.int32),
             subnodes=subnodes,
         )
 
