@@ -13,6 +13,7 @@ and UTC for the duration of the read so timestamps parse without guessing.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import io
@@ -21,7 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+import psycopg
 import sqlalchemy as sa
+from psycopg import pq
 
 from syndiffix_ops.warehouse.types import ValueKind, to_python
 
@@ -30,7 +33,10 @@ _READ_CHUNK_BYTES = 16 * 1024 * 1024
 _WRITE_CHUNK_ROWS = 50_000
 _UNESCAPE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _ESCAPED = re.compile(r"\\(.)", re.DOTALL)
-_ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def is_psycopg(conn: sa.Connection) -> bool:
@@ -67,19 +73,66 @@ def copy_out(
         for i, (kind, text) in enumerate(zip(kinds, as_text, strict=True))
     }
     driver = conn.connection.driver_connection
-    with driver.cursor() as cursor, cursor.copy(f"COPY ({compiled}) TO STDOUT", compiled.params) as copy:
-        pending = bytearray()
-        for block in copy:
-            pending += block
-            if len(pending) >= _READ_CHUNK_BYTES:
-                cut = pending.rfind(b"\n") + 1
-                yield _parse(bytes(pending[:cut]), names, dtypes, parsers)
-                del pending[:cut]
-        if pending:
-            yield _parse(bytes(pending), names, dtypes, parsers)
+    query = psycopg.ClientCursor(driver).mogrify(f"COPY ({compiled}) TO STDOUT", compiled.params)
+    pending = bytearray()
+    try:
+        with contextlib.closing(_copy_out_blocks(driver, query)) as blocks:
+            for block in blocks:
+                pending += block
+                if len(pending) >= _READ_CHUNK_BYTES:
+                    cut = pending.rfind(b"\n") + 1
+                    yield _parse(bytes(pending[:cut]), names, dtypes, parsers)
+                    del pending[:cut]
+    except psycopg.Error as error:
+        raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error, dialect=conn.dialect) from error
+    if pending:
+        yield _parse(bytes(pending), names, dtypes, parsers)
+
+
+def _copy_out_blocks(driver: psycopg.Connection, query: str) -> Iterator[memoryview]:
+    """COPY OUT data messages (one per row) straight from libpq, inside the connection's transaction.
+
+    psycopg's Copy object costs a generator round trip per row, about as much as parsing the row, so
+    the COPY runs on the documented low-level libpq interface (psycopg.pq) with a blocking
+    PQgetCopyData loop instead; that halves the read. A consumer that stops early (max_rows) cancels
+    the COPY, so the connection is usable (and rolled back) afterwards.
+    """
+    pgconn = driver.pgconn
+    pgconn.send_query(query.encode())
+    while pgconn.flush():
+        pass
+    started = pgconn.get_result()
+    if started.status != pq.ExecStatus.COPY_OUT:
+        _drain(pgconn)
+        raise psycopg.OperationalError(f"reading the source failed: {started.error_message.decode()}")
+    finished = False
+    try:
+        while True:
+            size, data = pgconn.get_copy_data(0)
+            if size <= 0:
+                finished = True
+                break
+            yield data
+    finally:
+        if not finished:
+            driver.cancel()
+            while pgconn.get_copy_data(0)[0] > 0:
+                pass
+            _drain(pgconn)
+    final = pgconn.get_result()
+    _drain(pgconn)
+    if final is None or final.status != pq.ExecStatus.COMMAND_OK:
+        message = final.error_message.decode() if final is not None else "COPY ended without a result"
+        raise psycopg.OperationalError(f"reading the source failed: {message}")
+
+
+def _drain(pgconn) -> None:
+    while pgconn.get_result() is not None:
+        pass
 
 
 def _parse(data: bytes, names, dtypes, parsers) -> list[pd.Series]:
+    escapes = b"\\" in data  # only then can a string value hold an escape sequence
     frame = pd.read_csv(
         io.BytesIO(data),
         sep="\t",
@@ -92,7 +145,10 @@ def _parse(data: bytes, names, dtypes, parsers) -> list[pd.Series]:
         encoding="utf-8",
         engine="c",
     )
-    return [parse(frame[i], name) for i, (name, parse) in enumerate(zip(names, parsers, strict=True))]
+    return [
+        _string(frame[i], name, escapes) if parse is _string else parse(frame[i], name)
+        for i, (name, parse) in enumerate(zip(names, parsers, strict=True))
+    ]
 
 
 def _integer(column: pd.Series, name: str) -> pd.Series:
@@ -132,15 +188,14 @@ def _from_iso(convert: Callable[[str], object]) -> Callable[[pd.Series, str], pd
     return parse
 
 
-def _string(column: pd.Series, name: str) -> pd.Series:
-    values = column.to_numpy(dtype=object).copy()
-    present = column.notna().to_numpy()
-    values[~present] = None
-    escaped = np.flatnonzero(
-        present & column.str.contains("\\", regex=False).fillna(False).to_numpy(dtype=bool)
-    )
-    for i in escaped:
-        values[i] = _ESCAPED.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(1)), values[i])
+def _string(column: pd.Series, name: str, escapes: bool = True) -> pd.Series:
+    values = column.to_numpy(dtype=object, copy=True)
+    missing = column.isna().to_numpy()
+    values[missing] = None
+    if escapes:
+        for i in np.flatnonzero(~missing):
+            if "\\" in values[i]:
+                values[i] = _ESCAPED.sub(lambda m: _UNESCAPE.get(m.group(1), m.group(1)), values[i])
     return pd.Series(values, name=name, dtype=object)
 
 
@@ -171,7 +226,7 @@ def copy_in(conn: sa.Connection, table: sa.Table, frame: pd.DataFrame, kinds: Se
             for start in range(0, len(frame), _WRITE_CHUNK_ROWS):
                 chunk = frame.iloc[start : start + _WRITE_CHUNK_ROWS]
                 columns = [_text(chunk[c.name], kind) for c, kind in zip(table.columns, kinds, strict=True)]
-                copy.write("".join(f"{line}\n" for line in map("\t".join, zip(*columns, strict=True))))
+                copy.write("\n".join(map("\t".join, zip(*columns, strict=True))) + "\n")
     except driver_error as error:
         # Same exception family as every other statement SQLAlchemy runs, so callers catch one kind.
         raise sa.exc.DBAPIError.instance(
@@ -195,7 +250,10 @@ def _text(series: pd.Series, kind: ValueKind) -> list[str]:
         return text.tolist()
     values = to_python(series, kind)
     if kind is ValueKind.STRING:
-        return [NULL if v is None else v.translate(_ESCAPE) for v in values]
+        present = [v for v in values if v is not None]
+        if not any(special in "\0".join(present) for special in "\\\t\n\r"):
+            return [NULL if v is None else v for v in values]
+        return [NULL if v is None else _escape(v) for v in values]
     if kind is ValueKind.BOOLEAN:
         return [NULL if v is None else "t" if v else "f" for v in values]
     if kind in (ValueKind.DATE, ValueKind.TIME, ValueKind.TIMESTAMP, ValueKind.TIMESTAMP_TZ):
