@@ -87,9 +87,9 @@ def patch(left: Microtable, right: Microtable, *, rng: np.random.Generator) -> M
     if shared:
         raise ValueError(f"a patch needs disjoint columns, both sides have {sorted(shared)}")
     n_left, n_right = left.num_rows, right.num_rows
+    if n_left == 0 or n_right == 0:
+        return _empty_join(left, right)
     right_rows = rng.permutation(n_right)
-    if n_right == 0:
-        raise ValueError("cannot patch an empty microtable onto a table")
     if n_right < n_left:
         right_rows = np.concatenate([right_rows, rng.integers(0, n_right, size=n_left - n_right)])
     right_rows = right_rows[:n_left]
@@ -121,7 +121,8 @@ def stitch(
     if missing:
         raise ValueError(f"stitch columns {missing} are not on both sides")
     if left.num_rows == 0 or right.num_rows == 0:
-        raise ValueError("cannot stitch an empty microtable")
+        # Nothing survived anonymization on one side (tiny tables): no row can be completed.
+        return _empty_join(left, right)
     if entropies is not None:
         stitch_columns.sort(key=lambda c: (entropies[c], c))
 
@@ -189,80 +190,92 @@ def _split_recursively(
     highs: np.ndarray,
     integral: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Assign every left and right row to a final range ("group"), splitting all open groups of a
-    level at once. Returns the group id of each left and each right row."""
+    """Assign every left and right row to a final range ("group"), splitting all open groups of a level
+    at once. Returns the group id of each left and each right row.
+
+    Only rows of still-open groups are touched per level: ``left_rows``/``right_rows`` are those rows,
+    ``left_slot``/``right_slot`` their open group's position in the per-group state arrays."""
     num_columns = left_values.shape[1]
     left_group = np.zeros(left_values.shape[0], dtype=np.int64)
     right_group = np.zeros(right_values.shape[0], dtype=np.int64)
-    # Per open group: its range on every stitch column, the column to try next, and how many columns
-    # may still be tried before giving up on splitting it.
+    left_rows = np.arange(left_values.shape[0])
+    right_rows = np.arange(right_values.shape[0])
+    left_slot = np.zeros(len(left_rows), dtype=np.int64)
+    right_slot = np.zeros(len(right_rows), dtype=np.int64)
+    # Per open group: its id, its range on every stitch column, the column to try next, and how many
+    # columns may still be tried before giving up on splitting it.
+    group_id = np.zeros(1, dtype=np.int64)
     group_low = lows[None, :].copy()
     group_high = highs[None, :].copy()
     next_column = np.zeros(1, dtype=np.int64)
     attempts = np.full(1, num_columns, dtype=np.int64)
-    is_open = np.ones(1, dtype=bool)
-    root_high = highs
+    groups_made = 1
 
-    while is_open.any():
-        groups = len(next_column)
-        n_left = np.bincount(left_group, minlength=groups)
-        n_right = np.bincount(right_group, minlength=groups)
-        is_open &= (attempts > 0) & (n_left > 1) & (n_right > 1)
-        if not is_open.any():
-            break
+    while len(group_id):
+        groups = len(group_id)
+        n_left = np.bincount(left_slot, minlength=groups)
+        n_right = np.bincount(right_slot, minlength=groups)
+        is_open = (attempts > 0) & (n_left > 1) & (n_right > 1)
 
         column = next_column
-        low = group_low[np.arange(groups), column]
-        high = group_high[np.arange(groups), column]
+        slots = np.arange(groups)
+        low, high = group_low[slots, column], group_high[slots, column]
         middle = (low + high) / 2
         width = high - low
-        at_top = high >= root_high[column]
+        at_top = high >= highs[column]
         can_split = np.where(integral[column], (width > 1) | ((width >= 1) & at_top), middle > low)
 
-        left_upper = left_values[np.arange(len(left_group)), column[left_group]] >= middle[left_group]
-        right_upper = right_values[np.arange(len(right_group)), column[right_group]] >= middle[right_group]
-        left_up = np.bincount(left_group, weights=left_upper, minlength=groups)
-        right_up = np.bincount(right_group, weights=right_upper, minlength=groups)
+        left_upper = left_values[left_rows, column[left_slot]] >= middle[left_slot]
+        right_upper = right_values[right_rows, column[right_slot]] >= middle[right_slot]
+        left_up = np.bincount(left_slot, weights=left_upper, minlength=groups)
+        right_up = np.bincount(right_slot, weights=right_upper, minlength=groups)
         left_down, right_down = n_left - left_up, n_right - right_up
         balanced = (_ratio(left_down, right_down) >= SPLIT_BALANCE) & (
             _ratio(left_up, right_up) >= SPLIT_BALANCE
         )
         accept = is_open & can_split & balanced
-
         rotated = (column + 1) % num_columns
+
         # Rejected: try the next column; if every row of both sides lies in one half, narrow to it.
         reject = is_open & ~accept
-        all_down = reject & (left_up == 0) & (right_up == 0)
-        all_up = reject & (left_down == 0) & (right_down == 0)
-        rows_reject = np.flatnonzero(all_down)
-        group_high[rows_reject, column[rows_reject]] = middle[rows_reject]
-        rows_reject = np.flatnonzero(all_up)
-        group_low[rows_reject, column[rows_reject]] = middle[rows_reject]
-        attempts = np.where(reject, attempts - 1, attempts)
-        next_column = np.where(reject, rotated, next_column)
+        narrow = np.flatnonzero(reject & (left_up == 0) & (right_up == 0))
+        group_high[narrow, column[narrow]] = middle[narrow]
+        narrow = np.flatnonzero(reject & (left_down == 0) & (right_down == 0))
+        group_low[narrow, column[narrow]] = middle[narrow]
 
-        if not accept.any():
-            continue
-        # Accepted: group g keeps its id for the lower half and the upper half gets a new id.
+        # Accepted: the lower half keeps the group's id, the upper half gets a new one.
         accepted = np.flatnonzero(accept)
-        new_ids = np.full(groups, -1, dtype=np.int64)
-        new_ids[accepted] = groups + np.arange(len(accepted))
-        left_move = left_upper & accept[left_group]
-        right_move = right_upper & accept[right_group]
-        left_group[left_move] = new_ids[left_group[left_move]]
-        right_group[right_move] = new_ids[right_group[right_move]]
+        upper_id = np.full(groups, -1, dtype=np.int64)
+        upper_id[accepted] = groups_made + np.arange(len(accepted))
+        groups_made += len(accepted)
+        left_move = left_upper & accept[left_slot]
+        right_move = right_upper & accept[right_slot]
+        left_group[left_rows[left_move]] = upper_id[left_slot[left_move]]
+        right_group[right_rows[right_move]] = upper_id[right_slot[right_move]]
+
+        # Next level's open groups: every open group (its lower half when split), then the upper halves.
+        kept = np.flatnonzero(is_open)
+        new_slot = np.full(groups, -1, dtype=np.int64)
+        new_slot[kept] = np.arange(len(kept))
+        upper_slot = np.full(groups, -1, dtype=np.int64)
+        upper_slot[accepted] = len(kept) + np.arange(len(accepted))
 
         upper_low = group_low[accepted].copy()
-        upper_high = group_high[accepted].copy()
         upper_low[np.arange(len(accepted)), column[accepted]] = middle[accepted]
         group_high[accepted, column[accepted]] = middle[accepted]
-        group_low = np.concatenate([group_low, upper_low])
-        group_high = np.concatenate([group_high, upper_high])
-        next_column = np.concatenate([np.where(accept, rotated, next_column), rotated[accepted]])
+        group_id = np.concatenate([group_id[kept], upper_id[accepted]])
+        group_low = np.concatenate([group_low[kept], upper_low])
+        group_high = np.concatenate([group_high[kept], group_high[accepted]])
+        next_column = np.concatenate([rotated[kept], rotated[accepted]])
         attempts = np.concatenate(
-            [np.where(accept, num_columns, attempts), np.full(len(accepted), num_columns)]
+            [np.where(accept, num_columns, attempts - 1)[kept], np.full(len(accepted), num_columns)]
         )
-        is_open = np.concatenate([is_open, np.ones(len(accepted), dtype=bool)])
+
+        left_slot = np.where(left_move, upper_slot[left_slot], new_slot[left_slot])
+        right_slot = np.where(right_move, upper_slot[right_slot], new_slot[right_slot])
+        left_keep, right_keep = left_slot >= 0, right_slot >= 0
+        left_rows, left_slot = left_rows[left_keep], left_slot[left_keep]
+        right_rows, right_slot = right_rows[right_keep], right_slot[right_keep]
     return left_group, right_group
 
 
@@ -320,6 +333,11 @@ def _align(
     # above breaks ties.
     keys = [np.arange(total)] + [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
     return rows[np.lexsort(keys)]
+
+
+def _empty_join(left: Microtable, right: Microtable) -> Microtable:
+    none = np.zeros(0, dtype=np.int64)
+    return _join(left, right, none, none, take_right=None)
 
 
 def _join(

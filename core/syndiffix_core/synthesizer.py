@@ -106,10 +106,11 @@ def plan_clusters(context: SynthesisContext) -> TablePlan:
         target_column=None if context.target_column is None else str(context.target_column),
         rng=context.salt.rng("clustering", *map(str, context.data.columns)),
     )
-    if len(plan.clusters.initial) > MAX_SINGLE_CLUSTER_COLUMNS:
+    widest = max(len(columns) for columns in plan.clusters.all_clusters())
+    if widest > MAX_SINGLE_CLUSTER_COLUMNS:
         raise InvalidInputError(
-            f"{len(plan.clusters.initial)} columns cannot be synthesized as one cluster (at most "
-            f"{MAX_SINGLE_CLUSTER_COLUMNS}); wide tables need clustering"
+            f"{widest} columns cannot be synthesized as one cluster (at most "
+            f"{MAX_SINGLE_CLUSTER_COLUMNS}); wide tables need clustering with a smaller max weight"
         )
     return plan
 

@@ -147,6 +147,17 @@ def test_typed_values_follow_their_rows():
     assert (out.typed[2].to_numpy() == np.array([f"w{int(v)}" for v in out.column_values(2)])).all()
 
 
+def test_an_empty_side_gives_an_empty_table_with_every_column():
+    left = microtable({0: np.arange(10.0), 1: np.arange(10.0)})
+    empty = microtable({0: np.zeros(0), 2: np.zeros(0)})
+    for joined in (
+        stitch(left, empty, [0], rng=np.random.default_rng(0)),
+        patch(left, microtable({3: np.zeros(0)}), rng=np.random.default_rng(0)),
+    ):
+        assert joined.num_rows == 0
+        assert len(joined.columns) == 3
+
+
 def test_bad_inputs_are_refused():
     left = microtable({0: np.arange(10.0)})
     with pytest.raises(ValueError, match="not on both sides"):
