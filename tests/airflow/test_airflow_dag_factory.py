@@ -25,6 +25,7 @@ dag:
   start_date: 2024-05-01
   tags: [finance]
   pool: synthesis_pool
+  max_active_tasks: 2
   default_args:
     owner: data-platform
     retries: 3
@@ -72,6 +73,7 @@ def test_a_valid_config_becomes_one_dag_with_one_mapped_instance_per_output(airf
     assert dag.schedule == "0 3 * * *"
     assert dag.start_date == dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
     assert set(dag.tags) == {"finance", "syndiffix"}
+    assert dag.max_active_tasks == 2
     [task] = dag.tasks
     assert task.task_id == "synthesize"
     assert task.partial_kwargs["pool"] == "synthesis_pool"
