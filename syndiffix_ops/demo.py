@@ -155,6 +155,11 @@ report_dir: reports            # relative to this file
 tables:
   # One row per flight and no AID column: every row is protected as its own entity.
   - source: flights
+  # A narrower copy of the same table: fewer columns are synthesized more accurately (compare the
+  # TVDs of these columns, alone and in pairs, in the flights and flight_delays reports).
+  - source: flights
+    target: flight_delays
+    columns: [carrier, origin, dest, dep_delay, arr_delay]
   - source: weather
   # One row per plane: the tail number identifies the protected entity and is not output.
   - source: planes

@@ -37,16 +37,21 @@ def test_demo_builds_the_warehouse_synthesizes_it_and_says_where_to_look(tmp_pat
         tables = set(sa.inspect(conn).get_table_names())
         planes = pd.read_sql_table("planes", conn)
         airports = pd.read_sql_table("airports", conn)
+        flight_delays = pd.read_sql_table("flight_delays", conn)
         lineage = pd.read_sql_table("syndiffix_lineage", conn)
     target.dispose()
-    assert tables == {"flights", "weather", "planes", "airports", "syndiffix_lineage"}
+    assert tables == {"flights", "flight_delays", "weather", "planes", "airports", "syndiffix_lineage"}
     assert "tailnum" not in planes.columns and len(planes) > 0  # AID column: protects, not output
     assert "faa" not in airports.columns and "name" not in airports.columns
-    assert sorted(lineage["target_table"]) == ["airports", "flights", "planes", "weather"]
+    assert sorted(lineage["target_table"]) == ["airports", "flight_delays", "flights", "planes", "weather"]
+    assert set(flight_delays.columns) == {"carrier", "origin", "dest", "dep_delay", "arr_delay"}
 
     index = folder / "reports" / "index.html"
     page = index.read_text(encoding="utf-8")
-    assert all(f'href="{name}.html"' in page for name in ("flights", "weather", "planes", "airports"))
+    assert all(
+        f'href="{name}.html"' in page
+        for name in ("flights", "flight_delays", "weather", "planes", "airports")
+    )
     # the salt is kept (not in the config) so that a rerun writes the same rows
     assert (folder / ".salt").is_file()
     assert (folder / ".salt").read_text() not in (folder / "demo.yaml").read_text()
