@@ -69,6 +69,19 @@ def _concatenated_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 @dataclass
+class _EntityStats:
+    """One AID column's entities per node, and the distinct (node, entity) pairs behind them."""
+
+    distinct: np.ndarray  # distinct non-null entities per node
+    seed: np.ndarray  # XOR of their hashes
+    unaccounted: np.ndarray  # rows with a null AID per node
+    pair_node: np.ndarray  # per distinct pair, sorted by node
+    pair_hash: np.ndarray
+    contribution: np.ndarray  # rows of the pair's entity in the node
+    heaviest: np.ndarray  # largest contribution per node
+
+
+@dataclass
 class NodeCounts:
     lcf_low: np.ndarray  # bool per node
     singularity_low: np.ndarray
@@ -139,13 +152,18 @@ class CountAnonymizer:
         best_sd = np.full(n_nodes, -1.0)
         best_noise = np.zeros(n_nodes)
         no_count = np.zeros(n_nodes, dtype=bool)
-        for ids, entity_hashes in zip(row_ids, entities.entity_hashes, strict=True):
-            stats = self._entity_stats(ids, node_of_row, entity_hashes, n_nodes)
-            distinct, seed, flattening, flattened, sd, unaccounted = stats
-            lows = self._thresholds(distinct, seed)
+        per_column = [
+            self._distinct_entities(ids, node_of_row, entity_hashes, n_nodes)
+            for ids, entity_hashes in zip(row_ids, entities.entity_hashes, strict=True)
+        ]
+        for entity_stats in per_column:
+            lows = self._thresholds(entity_stats.distinct, entity_stats.seed)
             lcf_low |= lows[0]
             sing_low |= lows[1]
             range_low |= lows[2]
+        for entity_stats in per_column:
+            distinct, seed, unaccounted = entity_stats.distinct, entity_stats.seed, entity_stats.unaccounted
+            flattening, flattened, sd = self._flatten(entity_stats, ~lcf_low)
             no_count |= distinct < (self.params.outlier_count.lower + self.params.top_count.lower)
             total = flattened + np.maximum(unaccounted - flattening, 0.0)
             noise = (self.salt.gaussian(bucket_seeds, "noise") + self.salt.gaussian(seed, "noise")) * sd
@@ -160,8 +178,9 @@ class CountAnonymizer:
         noisy = np.where(no_count, 0.0, np.rint(best_count + best_noise))
         return NodeCounts(lcf_low, sing_low, range_low, np.maximum(noisy, 1).astype(np.int64), counts)
 
-    def _entity_stats(self, ids, node_of_row, entity_hashes, n_nodes):
-        """Per node: distinct entities, XOR seed, flattening, flattened sum, noise SD, null-AID rows."""
+    @staticmethod
+    def _distinct_entities(ids, node_of_row, entity_hashes, n_nodes) -> _EntityStats:
+        """Distinct (node, entity) pairs of one AID column with each entity's contribution (rows)."""
         known = ids >= 0
         unaccounted = np.bincount(node_of_row[~known], minlength=n_nodes).astype(np.float64)
         n_entities = max(entity_hashes.size, 1)
@@ -175,10 +194,44 @@ class CountAnonymizer:
         pair_hash = entity_hashes[unique_keys % n_entities]
         distinct = np.bincount(pair_node, minlength=n_nodes)
         seed = np.zeros(n_nodes, dtype=np.uint64)
+        heaviest = np.zeros(n_nodes, dtype=np.int64)
         if pair_node.size:
             node_first = np.flatnonzero(np.r_[True, pair_node[1:] != pair_node[:-1]])
             seed[pair_node[node_first]] = np.bitwise_xor.reduceat(pair_hash, node_first)
+            heaviest[pair_node[node_first]] = np.maximum.reduceat(contribution, node_first)
+        return _EntityStats(distinct, seed, unaccounted, pair_node, pair_hash, contribution, heaviest)
 
+    def _flatten(self, stats: _EntityStats, counted: np.ndarray):
+        """Per node: flattening, flattened row sum and noise SD (Diffix outlier/top flattening).
+
+        Only nodes that are `counted` (their count can reach an output) and have an entity with
+        more than one row need the top-entity ranking; for the others nothing is flattened.
+        """
+        n_nodes = stats.distinct.size
+        true_sum = stats.distinct.astype(np.float64)  # every entity contributes one row ...
+        flattening = np.zeros(n_nodes)
+        top_average = np.where(stats.distinct > 0, 1.0, 0.0)
+        heavy = np.flatnonzero(counted & (stats.heaviest > 1))  # ... except in these nodes
+        if heavy.size:
+            index = np.full(n_nodes, -1, dtype=np.int64)
+            index[heavy] = np.arange(heavy.size)
+            in_heavy = index[stats.pair_node] >= 0
+            node = index[stats.pair_node[in_heavy]]
+            flattening[heavy], true_sum[heavy], top_average[heavy] = self._flatten_nodes(
+                node,
+                stats.pair_hash[in_heavy],
+                stats.contribution[in_heavy],
+                stats.distinct[heavy],
+            )
+        flattened = np.maximum(true_sum - flattening, 0.0)
+        sd = self.params.layer_noise_sd * np.maximum(
+            flattened / np.maximum(stats.distinct, 1), 0.5 * top_average
+        )
+        return flattening, flattened, sd
+
+    def _flatten_nodes(self, pair_node, pair_hash, contribution, distinct):
+        """Flattening, true row sum and top-group average for nodes 0..n-1 from their entity pairs."""
+        n_nodes = distinct.size
         outlier, top = self.params.outlier_count, self.params.top_count
         top_n = outlier.upper + top.upper
         # Heaviest entities first within each node; ties keep the entity-index order (deterministic).
@@ -211,6 +264,4 @@ class CountAnonymizer:
         is_outlier = columns[None, :] < outlier_count[:, None]
         flattening = (np.maximum(top_contribution - top_average[:, None], 0.0) * is_outlier).sum(axis=1)
         true_sum = np.bincount(pair_node, weights=contribution, minlength=n_nodes)
-        flattened = np.maximum(true_sum - flattening, 0.0)
-        sd = self.params.layer_noise_sd * np.maximum(flattened / np.maximum(distinct, 1), 0.5 * top_average)
-        return distinct, seed, flattening, flattened, sd, unaccounted
+        return flattening, true_sum, top_average
