@@ -164,7 +164,8 @@ def run(
     _configure_logging(verbose)
     with handle_errors(verbose):
         config = load_config_or_fail(config_path)
-        tables = [config.table(name) for name in table_names] if table_names else list(config.tables)
+        names = dict.fromkeys(table_names)  # a table named twice runs once
+        tables = [config.table(name) for name in names] if names else list(config.tables)
         outcomes = run_tables(config, tables, dry_run=dry_run, report_dir=report_dir, verbose=verbose)
         print_summary(outcomes, dry_run=dry_run)
         print_report_location(report_dir or config.report_dir, outcomes)

@@ -746,7 +746,7 @@ _PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{style}</style></head>
 <body>
 <h1>{title}</h1>
-<p class="note">Generated {generated_at} UTC by syndiffix-ops. Metrics: <code>{metrics_file}</code>.</p>
+<p class="note">Generated {generated_at} by syndiffix-ops. Metrics: <code>{metrics_file}</code>.</p>
 {body}
 <footer><p>Report for {table}. Self-contained: all plots are embedded.</p></footer>
 </body></html>
