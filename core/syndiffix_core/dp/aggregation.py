@@ -19,10 +19,11 @@ from .accounting import BudgetSplit, adaptive_threshold, length1_threshold
 from .noise import NoiseSource
 from .params import DpError, DpParams
 
-# A table gets a dense position index when its key space is small compared with its keys (or tiny).
+# A table gets a dense position index when its key space is small compared with its keys (or tiny):
+# then dense memory stays within a few times the sorted keys' own, and at most ~12 MB per table.
 _DENSE_ALWAYS = 1 << 16
-_DENSE_MAX = 1 << 24
-_DENSE_SPARSITY = 8
+_DENSE_MAX = 1 << 20
+_DENSE_SPARSITY = 4
 # Rows per chunk are chosen so that a chunk's (rows x subsets) position matrix stays near this size.
 _CHUNK_CELLS = 1 << 21
 
