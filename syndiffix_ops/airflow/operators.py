@@ -162,7 +162,11 @@ class SyntheticTableOperator(BaseOperator):
         """Input and output datasets with schema facets and column lineage for each table written."""
         from airflow.providers.openlineage.extractors import OperatorLineage
         from openlineage.client.event_v2 import InputDataset, OutputDataset
-        from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset
+        from openlineage.client.facet_v2 import (
+            column_lineage_dataset,
+            output_statistics_output_dataset,
+            schema_dataset,
+        )
 
         if not self._written or self._source_url is None or self._target_url is None:
             return OperatorLineage()
@@ -226,6 +230,12 @@ class SyntheticTableOperator(BaseOperator):
                         "columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(
                             fields=fields, dataset=aid_inputs
                         ),
+                    },
+                    # Synthetic rows only: the source's exact row count is never published.
+                    outputFacets={
+                        "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
+                            rowCount=result.rows_written
+                        )
                     },
                 )
             )

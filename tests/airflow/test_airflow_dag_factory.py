@@ -183,6 +183,10 @@ def test_the_provider_info_satisfies_airflows_schema(airflow_env):
     info = get_provider_info()
     jsonschema.validate(info, schema)
     assert info["operators"][0]["python-modules"] == ["syndiffix_ops.airflow.operators"]
+    # Airflow finds it through the installed entry point, as every Airflow process does on start-up.
+    from airflow.providers_manager import ProvidersManager
+
+    assert "syndiffix-ops" in ProvidersManager().providers
 
 
 def test_the_operator_keeps_the_salt_out_of_templates_and_the_heavy_imports_out_of_parsing(airflow_env):

@@ -112,6 +112,7 @@ def test_openlineage_events_carry_schema_and_column_lineage_facets(demo_run, air
         [source_dataset] = event["inputs"]
         assert source_dataset["name"] == source_name
         assert set(columns) <= {f["name"] for f in source_dataset["facets"]["schema"]["fields"]}
+        assert output["outputFacets"]["outputStatistics"]["rowCount"] > 100
         lineage = output["facets"]["columnLineage"]["fields"]
         assert set(lineage) == set(columns)
         for column in columns:
