@@ -317,3 +317,49 @@ def test_the_salt_comes_from_the_environment_and_its_absence_is_named(warehouse_
     from_env = _rows(engine, schema, "orders_synth")
     run_table(config, "orders_synth", salt=SALT)
     assert _rows(engine, schema, "orders_synth") == from_env
+
+
+def test_names_with_quotes_spaces_semicolons_unicode_and_reserved_words_run_end_to_end(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema, rows=10)  # the table the name below tries to drop
+    table_name = 'order "items"; DROP TABLE orders; -- ü'
+    columns = ["select", 'the "quoted"', "semi;colon", "spa ce", "naïve ✓"]
+    source = sa.Table(
+        table_name,
+        sa.MetaData(),
+        sa.Column("from", sa.Integer),  # a reserved word as the AID column
+        *(sa.Column(name, sa.Integer if i % 2 else sa.String(20)) for i, name in enumerate(columns)),
+        schema=schema,
+    )
+    source.create(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            source.insert(),
+            [
+                {"from": i % 40, **{n: (i % 5 if j % 2 else f"v{i % 4}") for j, n in enumerate(columns)}}
+                for i in range(200)
+            ],
+        )
+    target_name = 'synthetic "items" ✓; --'
+    config = parse_config(
+        {
+            "source": engine.url.render_as_string(hide_password=False),
+            "target": engine.url.render_as_string(hide_password=False),
+            "target_schema": schema,
+            "tables": [
+                {
+                    "name": "weird",
+                    "source": f"{schema}.{table_name}" if schema else table_name,
+                    "target": target_name,
+                    "aid_columns": ["from"],
+                }
+            ],
+        }
+    )
+    [result] = run_table(config, "weird", salt=SALT)
+    target = sa.Table(target_name, sa.MetaData(), schema=schema, autoload_with=engine)
+    assert [c.name for c in target.columns] == columns
+    assert result.rows_written == len(_rows(engine, schema, target_name)) > 0
+    assert _lineage(engine, schema)[0]["target_table"] == target_name
+    assert sa.inspect(engine).has_table("orders", schema=schema)  # the name was data, never SQL
+    assert _leftovers(engine, schema) == []
