@@ -261,11 +261,12 @@ def _split_recursively(
         upper_slot[accepted] = len(kept) + np.arange(len(accepted))
 
         upper_low = group_low[accepted].copy()
+        upper_high = group_high[accepted].copy()
         upper_low[np.arange(len(accepted)), column[accepted]] = middle[accepted]
         group_high[accepted, column[accepted]] = middle[accepted]
         group_id = np.concatenate([group_id[kept], upper_id[accepted]])
         group_low = np.concatenate([group_low[kept], upper_low])
-        group_high = np.concatenate([group_high[kept], group_high[accepted]])
+        group_high = np.concatenate([group_high[kept], upper_high])
         next_column = np.concatenate([rotated[kept], rotated[accepted]])
         attempts = np.concatenate(
             [np.where(accept, num_columns, attempts - 1)[kept], np.full(len(accepted), num_columns)]
@@ -319,7 +320,8 @@ def _align(
 ) -> np.ndarray:
     """Rows of one side laid out group after group, ``target[g]`` rows for group g (a random subset, or
     all rows plus random repeats), each group sorted by its stitch values."""
-    shuffled = np.lexsort((rng.random(len(group)), group))
+    # Random order within each group, groups ascending: the fraction never reaches the next group id.
+    shuffled = np.argsort(group + rng.random(len(group)))
     starts = np.cumsum(count) - count
     total = int(target.sum())
     slot_group = np.repeat(np.arange(len(target)), target)
@@ -329,9 +331,9 @@ def _align(
     repeat = rng.integers(0, np.maximum(group_count, 1)) if total else np.zeros(0, dtype=np.int64)
     offset = np.where(slot < group_count, slot, repeat)
     rows = shuffled[starts[slot_group] + offset]
-    # Sort each group on the stitch columns (first stitch column most significant); the random shuffle
-    # above breaks ties.
-    keys = [np.arange(total)] + [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
+    # Sort each group on the stitch columns (first stitch column most significant); lexsort is stable,
+    # so the random order above breaks ties.
+    keys = [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
     return rows[np.lexsort(keys)]
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from syndiffix_core.clustering import StitchOwner
-from syndiffix_core.stitching import Microtable, patch, stitch
+from syndiffix_core.stitching import Microtable, _root_ranges, _split_recursively, patch, stitch
 
 
 def microtable(columns: dict[int, np.ndarray]) -> Microtable:
@@ -48,6 +48,19 @@ def test_columns_on_different_sides_stay_correlated_through_the_stitch_column(ch
     assert np.corrcoef(b, c)[0, 1] == pytest.approx(original, abs=0.03)
     # Each right row still carries its own a: c follows the output's a as closely as on its side.
     assert np.corrcoef(out.column_values(0), c)[0, 1] < -0.9
+
+
+def test_recursion_splits_down_to_ranges_of_single_values():
+    rng = np.random.default_rng(3)
+    left = np.round(rng.normal(50, 10, (20_000, 1)))
+    right = np.round(rng.normal(50, 10, (19_950, 1)))
+    lows, highs, integral = _root_ranges(left, right, None)
+    left_group, right_group = _split_recursively(left, right, lows, highs, integral)
+    assert left_group.max() > 30  # about one range per age that both sides hold
+    # Both sides of a range hold (almost) the same values: most rows sit in single-value ranges.
+    for group, values in ((left_group, left[:, 0]), (right_group, right[:, 0])):
+        span = pd.Series(values).groupby(group).agg(lambda v: v.max() - v.min())
+        assert (span.reindex(group).to_numpy() == 0).mean() > 0.8
 
 
 def test_stitch_column_keeps_its_one_dimensional_distribution(chain):
