@@ -124,7 +124,12 @@ def frame_chunks(frame: pd.DataFrame, rows: int) -> Iterator[pd.DataFrame]:
 
 
 class TableSketcher:
-    """KHLL sketches of several column sets of one table, fed one chunk at a time."""
+    """KHLL sketches of several column sets of one table, fed one chunk at a time.
+
+    Each AID column is its own kind of protected entity (e.g. sender and receiver), so with several AID
+    columns every column set is sketched once per AID column, and `sketches` reports, per column set,
+    the sketch under which it is most identifying: a value is as exposed as its rarest kind of entity.
+    """
 
     def __init__(
         self,
@@ -138,28 +143,54 @@ class TableSketcher:
         self.id_columns = list(id_columns)
         self.params = params
         self.table = table
-        self.sketches = {columns: params.new_sketch() for columns in self.sets}
         self.domains: dict[str, str] = {}
+        # () stands for "every row is its own id".
+        id_kinds = [(column,) for column in self.id_columns] or [()]
+        self._by_id_kind = {
+            kind: {columns: params.new_sketch() for columns in self.sets} for kind in id_kinds
+        }
         self._rows_seen = 0
+
+    @property
+    def sketches(self) -> dict[ColumnSet, KHyperLogLog]:
+        if len(self._by_id_kind) == 1:
+            return next(iter(self._by_id_kind.values()))
+        return {
+            columns: max(
+                (by_columns[columns] for by_columns in self._by_id_kind.values()),
+                key=_exposure,
+            )
+            for columns in self.sets
+        }
 
     def add(self, chunk: pd.DataFrame) -> None:
         needed = dict.fromkeys([*self.id_columns, *(c for s in self.sets for c in s)])
         missing = [column for column in needed if column not in chunk.columns]
         if missing:
             raise RiskError(f"table {self.table}: columns {missing} are missing from the data read")
-        if self.id_columns:
-            # With several AID columns an id is their combination (see docs/risk.md).
-            ids = combine_hashes([hash_column(chunk[c], seed=ID_SEED) for c in self.id_columns])
-        else:
-            ids = hash_row_numbers(len(chunk), start=self._rows_seen)
-        self._rows_seen += len(chunk)
         column_hashes: dict[str, np.ndarray] = {}
+        value_hashes: dict[ColumnSet, np.ndarray] = {}
         for columns in self.sets:
             for column in columns:
                 if column not in column_hashes:
                     column_hashes[column] = hash_column(chunk[column])
                     self.domains.setdefault(column, _value_domain(chunk[column]))
-            self.sketches[columns].update(combine_hashes([column_hashes[c] for c in columns]), ids)
+            value_hashes[columns] = combine_hashes([column_hashes[c] for c in columns])
+        for kind, by_columns in self._by_id_kind.items():
+            if kind:
+                ids = hash_column(chunk[kind[0]], seed=ID_SEED)
+            else:
+                ids = hash_row_numbers(len(chunk), start=self._rows_seen)
+            for columns, sketch in by_columns.items():
+                sketch.update(value_hashes[columns], ids)
+        self._rows_seen += len(chunk)
+
+
+def _exposure(sketch: KHyperLogLog) -> tuple[float, ...]:
+    """Orders sketches of one column set over different AIDs: more ids alone, then in classes of at most
+    5, then fewer ids per value (median) means more exposed."""
+    counts = sketch.id_counts()
+    return (sketch.id_share(1), sketch.id_share(5), -float(np.median(counts)) if len(counts) else 0.0)
 
 
 def sketch_table(
@@ -319,6 +350,7 @@ def assess_output(
     """Compare synthetic rows with the source sketches, for the column sets within `columns` (default:
     every column set the synthetic chunks hold)."""
     totals: dict[ColumnSet, Reproduction] = {}
+    source_sketches = source.sketches
     synthetic: TableSketcher | None = None
     for chunk in synthetic_chunks:
         if synthetic is None:
@@ -328,7 +360,7 @@ def assess_output(
         column_hashes = {c: hash_column(chunk[c]) for c in dict.fromkeys(c for s in sets for c in s)}
         for columns_ in sets:
             counts = reproduction(
-                source.sketches[columns_],
+                source_sketches[columns_],
                 combine_hashes([column_hashes[c] for c in columns_]),
                 params.thresholds,
             )
@@ -336,7 +368,7 @@ def assess_output(
         synthetic.add(chunk)
     containment = {}
     for columns_, sketch in (synthetic.sketches if synthetic else {}).items():
-        overlap = sketch.overlap(source.sketches[columns_])
+        overlap = sketch.overlap(source_sketches[columns_])
         containment[columns_[0]] = {
             "synthetic_in_source": overlap.containment_of_first,
             "source_in_synthetic": overlap.containment_of_second,

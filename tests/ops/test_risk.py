@@ -77,6 +77,22 @@ def test_rows_are_numbered_across_chunks():
     assert whole.sketches[("sex",)].distinct_ids() == 1_500
 
 
+def test_with_several_aids_a_column_is_as_identifying_as_under_its_rarest_entity():
+    # Every account belongs to one sender but is paid by many receivers: it singles out senders only.
+    rng = np.random.default_rng(4)
+    transfers = pd.DataFrame({"sender": np.arange(4_000) % 200, "receiver": rng.integers(0, 50, 4_000)})
+    transfers["account"] = transfers["sender"] * 7 + 1
+    transfers["day"] = rng.integers(0, 5, 4_000)
+    sets = [("account",), ("day",)]
+    both = summarize_table("t", sketch_table([transfers], sets, ["sender", "receiver"]))
+    by_sender = summarize_table("t", sketch_table([transfers], sets, ["sender"]))
+    by_receiver = summarize_table("t", sketch_table([transfers], sets, ["receiver"]))
+    assert by_receiver.summary(["account"]).level == "low"
+    assert both.summary(["account"]) == by_sender.summary(["account"])
+    assert both.summary(["account"]).level == "identifying"
+    assert both.summary(["day"]) == by_receiver.summary(["day"])  # 50 receivers are rarer than 200 senders
+
+
 def test_quasi_identifiers_must_be_read_columns():
     with pytest.raises(RiskError, match=r"table people: .*\['zip', 'salary'\] names \['salary'\]"):
         column_sets(["zip", "age"], [["zip", "salary"]], table="people")
