@@ -17,7 +17,9 @@ entries originating under the subnode (a preorder interval), and its missing dim
 sub-bucket of another subnode. A drawn entry that is itself a placeholder is concretized the same
 way, recursively (only the one needed dimension for the missing-dimension draw). A missing subnode,
 or one without entries, contributes X's own ranges. Singular dimensions of X keep X's point.
-This keeps every pool O(nodes) instead of O(rows), for every lower-dim tree.
+This keeps every pool O(nodes) instead of O(rows), for every lower-dim tree. After concretizing,
+frequent exact values that refinement over-draws are thinned back towards their 1-dim counts
+(`_rebalance_exact_values`).
 """
 
 from __future__ import annotations
@@ -111,6 +113,7 @@ class Harvester:
         self._preorders: dict[tuple[int, ...], Preorder] = {}
         self._sub_range_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
+        self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:
@@ -134,6 +137,8 @@ class Harvester:
         rng = self.forest.salt.rng("refine", *(self.forest.column_names[j] for j in columns))
         expanded = np.repeat(np.flatnonzero(lazy), pool.count[lazy])
         low, high = self._concretize(columns, expanded, rng)
+        if len(columns) > 1:
+            self._rebalance_exact_values(columns, pool, expanded, low, high, rng)
         concrete = np.flatnonzero(~lazy)
         result = Buckets(
             np.concatenate([pool.low[concrete], low]),
@@ -142,6 +147,76 @@ class Harvester:
             np.concatenate([pool.origin[concrete], pool.origin[expanded]]),
         )
         return result._take(np.argsort(result.origin, kind="stable"))
+
+    def _rebalance_exact_values(self, columns, pool, expanded, low, high, rng, rounds: int = 4) -> None:
+        """Correct refinement's over-use of frequent exact values, in place.
+
+        A refined row draws a dimension from the subnode's marginal, and that marginal still holds the
+        rows that sibling nodes already emit as the exact value v (nodes singular in that dimension).
+        So frequent values come out too often. Per dimension and exact value, the target is v's count
+        in the column's 1-dim tree (scaled to this tree's total); what singular entries already emit
+        is subtracted, and refined rows that drew an over-drawn v keep it with probability
+        (target - emitted) / drawn, else they are drawn again; a few rounds, each re-measuring the
+        draws. Only anonymized counts are used.
+        """
+        for _ in range(rounds):
+            rejected = np.zeros(expanded.size, dtype=bool)
+            for j in range(len(columns)):
+                table = self._exact_value_acceptance(columns, pool, expanded, low, high, j)
+                if table is None:
+                    continue
+                values, keep = table
+                drawn = low[:, j]
+                refined = pool.low[expanded, j] != pool.high[expanded, j]
+                position = np.clip(np.searchsorted(values, drawn), 0, values.size - 1)
+                rows = np.flatnonzero(refined & (drawn == high[:, j]) & (values[position] == drawn))
+                rejected[rows[rng.random(rows.size) >= keep[position[rows]]]] = True
+            redraw = np.flatnonzero(rejected)
+            if redraw.size == 0:
+                return
+            low[redraw], high[redraw] = self._concretize(columns, expanded[redraw], rng)
+
+    def _exact_value_targets(self, columns, pool, j):
+        """Exact values of dimension j: 1-dim counts scaled to this tree, and what singular entries emit."""
+        key = (columns, j)
+        if key not in self._target_cache:
+            one_dim = self.forest.tree((columns[j],))
+            target_values, target_counts = [], []
+            for depth, nodes in one_dim.leaves():
+                level = one_dim.levels[depth]
+                nodes = nodes[level.singular[nodes] & ~level.lcf_low[nodes]]
+                target_values.append(self.forest.values[level.rep_row[nodes], columns[j]])
+                target_counts.append(level.noisy_count[nodes].astype(np.float64))
+            scale = pool.count.sum() / max(float(one_dim.levels[0].noisy_count[0]), 1.0)
+            singular = pool.low[:, j] == pool.high[:, j]
+            emitted_values, emitted_index = np.unique(pool.low[singular, j], return_inverse=True)
+            emitted_counts = np.bincount(
+                emitted_index, weights=pool.count[singular], minlength=emitted_values.size
+            )
+            self._target_cache[key] = (
+                np.concatenate(target_values),
+                np.concatenate(target_counts) * scale,
+                emitted_values,
+                emitted_counts,
+            )
+        return self._target_cache[key]
+
+    def _exact_value_acceptance(self, columns, pool, expanded, low, high, j):
+        """(sorted exact values drawn by refined rows in dimension j, probability to keep each)."""
+        open_range = pool.low[expanded, j] != pool.high[expanded, j]
+        drawn_exact = open_range & (low[:, j] == high[:, j])
+        if not drawn_exact.any():
+            return None
+        values, drawn = np.unique(low[drawn_exact, j], return_counts=True)
+        target_values, target_counts, emitted_values, emitted_counts = self._exact_value_targets(
+            columns, pool, j
+        )
+        target, known = _lookup(values, target_values, target_counts)
+        emitted, _ = _lookup(values, emitted_values, emitted_counts)
+        # Over-drawn values are thinned to their target; under-drawn ones gain from the redraws.
+        # Values that are no 1-dim singularity have no target and are left alone.
+        keep = np.where(known, np.clip(np.maximum(target - emitted, 0.0) / drawn, 0.0, 1.0), 1.0)
+        return values, keep
 
     def _harvest(self, tree: Tree) -> Buckets:
         # Buckets are created once (stored in `parts`); what travels up the levels is only
@@ -324,6 +399,17 @@ class Harvester:
         if columns not in self._cumulative_cache:
             self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
         return self._cumulative_cache[columns]
+
+
+def _lookup(keys: np.ndarray, table_values: np.ndarray, table_counts: np.ndarray):
+    """(count of each key in the table or 0, whether it was found)."""
+    if table_values.size == 0:
+        return np.zeros(keys.size), np.zeros(keys.size, dtype=bool)
+    order = np.argsort(table_values)
+    table_values, table_counts = table_values[order], table_counts[order]
+    position = np.clip(np.searchsorted(table_values, keys), 0, table_values.size - 1)
+    found = table_values[position] == keys
+    return np.where(found, table_counts[position], 0.0), found
 
 
 def _round_carrying(values: np.ndarray) -> np.ndarray:
