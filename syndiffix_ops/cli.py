@@ -203,7 +203,8 @@ def run_tables(
         BarColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=error_console) as progress:
+    live = error_console.is_terminal
+    with Progress(*columns, console=error_console, disable=not live) as progress:
         for entry in tables:
             name = entry.display_name
             task = progress.add_task(escape(f"{name}: starting"), total=1.0)
@@ -227,6 +228,9 @@ def run_tables(
             outcome.seconds = time.perf_counter() - started
             mark = "[red]failed[/red]" if outcome.error else "[green]done[/green]"
             progress.update(task, completed=1.0, description=f"{escape(name)}: {mark}")
+            if not live:
+                # no live bars in CI logs or pipes: one line per table as it finishes
+                error_console.print(f"{escape(name)}: {mark} in {outcome.seconds:.1f} s", highlight=False)
             outcomes.append(outcome)
     return outcomes
 

@@ -118,6 +118,7 @@ def test_dry_run_checks_against_the_source_and_writes_nothing(tmp_path, source_d
     result = _invoke("run", str(config), "--dry-run")
     assert result.exit_code == EXIT_OK, result.output
     assert "dry run" in result.stdout and "orders" in result.stdout
+    assert "orders: done in" in result.stderr  # without a terminal: one progress line per table
     target = sa.create_engine(f"sqlite:///{tmp_path / 'target.sqlite'}")
     assert sa.inspect(target).get_table_names() == []
     target.dispose()
