@@ -256,16 +256,21 @@ def exit_code(outcomes: Sequence[TableOutcome]) -> int:
 
 def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) -> None:
     table = Table(title="syndiffix-ops dry run (nothing written)" if dry_run else "syndiffix-ops run")
-    for heading, justify in [
-        ("table", "left"),
-        ("output", "left"),
-        ("rows", "right"),
-        ("status", "left"),
-        ("seconds", "right"),
-        ("1-dim TVD", "right"),
-        ("2-dim TVD", "right"),
+    longest_name = max((len(o.name) for o in outcomes), default=5)
+    longest_output = max((len(r.target_table) for o in outcomes for r in o.results), default=6)
+    for heading, justify, width in [
+        ("table", "left", longest_name),
+        ("output", "left", longest_output),
+        ("rows", "right", None),
+        ("status", "left", None),
+        ("s", "right", None),
+        ("TVD 1-dim", "right", None),
+        ("TVD 2-dim", "right", None),
     ]:
-        table.add_column(heading, justify=justify)
+        # names stay whole up to 30 characters and wrap beyond: a reader needs them to find the table
+        table.add_column(
+            heading, justify=justify, overflow="fold", min_width=min(width, 30) if width else None
+        )
     for outcome in outcomes:
         if outcome.error:
             table.add_row(escape(outcome.name), "", "", "[red]failed[/red]", f"{outcome.seconds:.1f}", "", "")
