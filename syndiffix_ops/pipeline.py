@@ -523,21 +523,11 @@ def _synthesize_output(
     )
 
 
-def _report_module():
-    # The quality report lives in syndiffix_ops.report (its own engineer); until both functions exist
-    # there, runs skip the metrics and the HTML report instead of failing.
-    try:
-        from syndiffix_ops import report
-    except ImportError:
-        return None
-    return report
+def quality_metrics(original: pd.DataFrame, synthetic: pd.DataFrame) -> dict[str, Any]:
+    # Imported here: the report pulls in matplotlib, which a config validation or a DAG parse never needs.
+    from syndiffix_ops.report import compute_quality
 
-
-def quality_metrics(original: pd.DataFrame, synthetic: pd.DataFrame) -> dict[str, Any] | None:
-    report = _report_module()
-    if report is None or not hasattr(report, "compute_quality"):
-        return None
-    return report.compute_quality(original, synthetic)
+    return compute_quality(original, synthetic)
 
 
 def html_report(
@@ -547,12 +537,11 @@ def html_report(
     synthetic: pd.DataFrame,
     metrics: dict | None,
     sections: Sequence[Any] = (),
-) -> Path | None:
-    report = _report_module()
-    if report is None or not hasattr(report, "write_html_report") or metrics is None:
-        return None
+) -> Path:
+    from syndiffix_ops.report import write_html_report
+
     directory.mkdir(parents=True, exist_ok=True)
-    return report.write_html_report(
+    return write_html_report(
         directory,
         table_name=table_name,
         original=original,

@@ -363,3 +363,19 @@ def test_names_with_quotes_spaces_semicolons_unicode_and_reserved_words_run_end_
     assert _lineage(engine, schema)[0]["target_table"] == target_name
     assert sa.inspect(engine).has_table("orders", schema=schema)  # the name was data, never SQL
     assert _leftovers(engine, schema) == []
+
+
+def test_a_report_dir_gets_the_html_quality_report_of_each_output(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    _make_source(engine, None)
+    [result] = run_table(
+        _config(engine, None, aid_columns=["customer_id"]),
+        "orders_synth",
+        salt=SALT,
+        report_dir=tmp_path / "reports",
+    )
+    assert result.report_path is not None and result.report_path.parent == tmp_path / "reports"
+    page = result.report_path.read_text(encoding="utf-8")
+    assert "orders_synth" in page and "<html" in page.lower()
+    assert result.metrics["synthetic_rows"] == result.rows_written
+    engine.dispose()
