@@ -11,7 +11,6 @@ exactness, which only matters for identifiers stored as NUMERIC (give those an A
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 from collections.abc import Sequence
 from typing import Any
@@ -148,11 +147,3 @@ def to_python(series: pd.Series, kind: ValueKind) -> list[Any]:
             return series.tolist()
         return series.astype("boolean").to_numpy(dtype=object, na_value=None).tolist()
     return series.astype(object).where(series.notna(), None).tolist()
-
-
-def time_value(value: Any) -> Any:
-    """MySQL drivers return TIME columns as timedelta; the codecs take datetime.time."""
-    if isinstance(value, dt.timedelta):
-        seconds = value.total_seconds() % 86400
-        return (dt.datetime.min + dt.timedelta(seconds=seconds)).time()
-    return value
