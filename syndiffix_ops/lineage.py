@@ -147,7 +147,20 @@ def ensure_lineage_table(engine: sa.Engine, schema: str | None) -> sa.Table:
             conn.rollback()
             if not sa.inspect(conn).has_table(LINEAGE_TABLE, schema=schema):
                 raise
+        _add_missing_columns(conn, table)
     return table
+
+
+def _add_missing_columns(conn: sa.Connection, table: sa.Table) -> None:
+    """A lineage table written by an older release lacks the newer (nullable) columns: add them, so an
+    upgrade does not break the lineage insert and with it every run."""
+    existing = {c["name"] for c in sa.inspect(conn).get_columns(table.name, schema=table.schema)}
+    preparer = conn.dialect.identifier_preparer
+    for column in table.columns:
+        if column.name not in existing and column.nullable:
+            definition = sa.schema.CreateColumn(column).compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(table)} ADD COLUMN {definition}")
+    conn.commit()
 
 
 def insert_lineage(conn: sa.Connection, schema: str | None, record: LineageRecord) -> None:

@@ -169,3 +169,19 @@ def test_a_pipeline_lineage_row_holds_provenance_but_no_secret_and_no_source_cou
         {k: v for k, v in row.items() if k not in ("lineage_id", "started_at", "finished_at")}
     )
     assert "137" not in counted
+
+
+def test_a_lineage_table_from_an_older_release_gains_the_newer_columns(warehouse_db):
+    engine, schema = warehouse_db
+    current = lineage_table(schema)
+    current.create(engine)
+    preparer = engine.dialect.identifier_preparer
+    with engine.begin() as conn:  # what an older release created: without the newest columns
+        for column in ("risk_metrics", "engine_metadata"):
+            conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(current)} DROP COLUMN {column}")
+    ensure_lineage_table(engine, schema)
+    reflected = sa.Table(LINEAGE_TABLE, sa.MetaData(), schema=schema, autoload_with=engine)
+    assert {c.name for c in reflected.columns} == {c.name for c in current.columns}
+    with engine.begin() as conn:
+        insert_lineage(conn, schema, _record(engine_metadata={"v": 1}))
+    assert last_lineage(engine, schema, "t")["engine_metadata"] == {"v": 1}
