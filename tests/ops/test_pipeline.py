@@ -379,3 +379,17 @@ def test_a_report_dir_gets_the_html_quality_report_of_each_output(tmp_path):
     assert "orders_synth" in page and "<html" in page.lower()
     assert result.metrics["synthetic_rows"] == result.rows_written
     engine.dispose()
+
+
+def test_append_mode_adds_each_runs_rows_with_a_lineage_row_per_run(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(engine, schema, mode="append", columns=["city", "paid"])
+    [first] = run_table(config, "orders_synth", salt=SALT)
+    [second] = run_table(config, "orders_synth", salt=b"second salt")
+    assert len(_rows(engine, schema, "orders_synth")) == first.rows_written + second.rows_written
+    assert [r["synthetic_rows"] for r in _lineage(engine, schema)] == [
+        first.rows_written,
+        second.rows_written,
+    ]
+    assert [r["parameters"]["mode"] for r in _lineage(engine, schema)] == ["append", "append"]
