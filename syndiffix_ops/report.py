@@ -591,7 +591,9 @@ def _privacy_section(metrics: Mapping[str, Any]) -> ReportSection:
         "and the outer bins are open, so no minimum or maximum appears. Categories (and nulls) held by fewer "
         f"than {threshold} source rows are never shown by name: they are counted together in "
         f"&ldquo;{html.escape(_OTHER_LABEL)}&rdquo;, and numeric bins with fewer than {threshold} source rows "
-        "are merged with a neighbour.</p>",
+        "are merged with a neighbour. The source shares are rounded aggregates, not anonymized ones: share "
+        "this report with people allowed to see the source's statistics, not with the synthetic data's "
+        "audience (comparing reports of many runs of a small table could reveal a changed row).</p>",
     )
 
 
