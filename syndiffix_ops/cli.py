@@ -120,17 +120,20 @@ def validate(config_path: Path, verbose: bool) -> None:
     with handle_errors(verbose):
         config = load_config_or_fail(config_path)
         table = Table(title=f"{config_path}: valid", title_justify="left")
-        for heading in ("table", "source", "writes", "engine", "AID columns", "mode"):
-            table.add_column(heading)
+        targets = [
+            _qualified(config.target_schema, t) for e in config.tables for t in e.output_targets().values()
+        ]
+        for heading in ("table", "source", "writes", "engine", "AIDs"):
+            width = min(max(map(len, targets)), 40) if heading == "writes" else None
+            table.add_column(heading, overflow="fold", min_width=width)
         for entry in config.tables:
             effective = config.effective(entry)
             table.add_row(
                 entry.display_name,
                 entry.source,
-                ", ".join(_qualified(config.target_schema, t) for t in entry.output_targets().values()),
+                "\n".join(_qualified(config.target_schema, t) for t in entry.output_targets().values()),
                 effective.engine,
-                ", ".join(entry.aid_columns) or "none (each row)",
-                effective.mode.value,
+                ", ".join(entry.aid_columns) or "(rows)",
             )
         console.print(table)
         console.print(
@@ -166,6 +169,10 @@ def run(
         config = load_config_or_fail(config_path)
         names = dict.fromkeys(table_names)  # a table named twice runs once
         tables = [config.table(name) for name in names] if names else list(config.tables)
+        # Connection problems shared by every table (an Airflow connection id, an unset ${VAR}) are
+        # reported once, before any table starts.
+        config.source_url()
+        config.target_url()
         outcomes = run_tables(config, tables, dry_run=dry_run, report_dir=report_dir, verbose=verbose)
         print_summary(outcomes, dry_run=dry_run)
         print_report_location(report_dir or config.report_dir, outcomes)
@@ -220,7 +227,8 @@ def run_tables(
                     progress=_progress_callback(progress, task, name),
                 )
             except ConfigError as error:
-                outcome.error, outcome.config_error = _naming(name, _one_line(error)), True
+                problems = "; ".join(" ".join(problem.split()) for problem in error.problems)
+                outcome.error, outcome.config_error = _naming(name, problems), True
             except Exception as error:
                 outcome.error = _naming(name, _one_line(error))
                 if verbose:

@@ -215,3 +215,16 @@ def test_run_synthesizes_into_sqlite_with_lineage_and_reports(tmp_path, source_d
     assert (reports / "orders.html").is_file() and (reports / "orders.metrics.json").is_file()
     assert 'href="orders.html"' in (reports / "index.html").read_text(encoding="utf-8")
     assert str(reports / "index.html") in result.stdout.replace("\n", "")
+
+
+def test_an_airflow_only_config_fails_once_before_any_table(tmp_path):
+    config = tmp_path / "airflow.yaml"
+    config.write_text(
+        "version: 1\nsource_conn_id: src\ntarget_conn_id: dst\ntables:\n  - source: a\n  - source: b\n",
+        encoding="utf-8",
+    )
+    assert _invoke("validate", str(config)).exit_code == EXIT_OK  # valid for the Airflow operator
+    result = _invoke("run", str(config), "--dry-run")
+    assert result.exit_code == EXIT_USAGE
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "source_conn_id" in errors[0], result.stderr
