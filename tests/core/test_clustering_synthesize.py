@@ -160,3 +160,10 @@ def test_no_clustering_synthesizes_one_cluster_and_refuses_too_many_columns():
 def test_unknown_main_column_names_the_column():
     with pytest.raises(InvalidInputError, match="'nope'"):
         synthesize(chain_table(500), salt="s", clustering=ClusteringParams(main_column="nope"))
+
+
+def test_clustered_synthesis_is_deterministic_for_a_salt():
+    table = chain_table(3000, seed=5)
+    first = synthesize(table, salt="same")
+    pd.testing.assert_frame_equal(first, synthesize(table, salt="same"))
+    assert not first.equals(synthesize(table, salt="other"))
