@@ -107,7 +107,17 @@ class CountAnonymizer:
         return low & (entity_count <= self.max_low_count)
 
     def _thresholds(self, entity_count: np.ndarray, entity_seed: np.ndarray):
-        noise = self.salt.gaussian(entity_seed, "suppress", self.params.low_count_params.layer_sd)
+        # Below the smallest threshold every count is low, above max_low_count none is: only the
+        # counts in between need their noise layer.
+        lcf = self.params.low_count_params
+        smallest = min(
+            lcf.low_threshold,
+            self.bucketization.singularity_low_threshold,
+            self.bucketization.range_low_threshold,
+        )
+        undecided = np.flatnonzero((entity_count >= smallest) & (entity_count <= self.max_low_count))
+        noise = np.zeros(entity_count.size)
+        noise[undecided] = self.salt.gaussian(entity_seed[undecided], "suppress", lcf.layer_sd)
         return (
             self._low(entity_count, noise, self.params.low_count_params.low_threshold),
             self._low(entity_count, noise, self.bucketization.singularity_low_threshold),

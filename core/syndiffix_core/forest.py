@@ -32,6 +32,8 @@ from .noise import Salt, hash_floats, hash_strings, mix64
 from .params import BucketizationParams
 
 MAX_DEPTH = 62
+# Cells of multi-dim trees are cut from each column's cells at this depth (k >= 2 -> depth <= 31).
+CELL_BITS = 31
 _UNIT_MAX = 1.0 - 2.0**-53
 _SPREAD_TABLES: dict[int, np.ndarray] = {}
 
@@ -178,6 +180,7 @@ class Forest:
                 )
             self.low[j], self.size[j] = snap_range(low, high)
         self.trees: dict[tuple[int, ...], Tree] = {}
+        self._cell_cache: dict[int, np.ndarray] = {}
         for j in range(values.shape[1]):
             self.tree((j,))
 
@@ -188,6 +191,13 @@ class Forest:
     def column_range(self, column: int) -> tuple[float, float]:
         """The column's snapped range after the 1-dim push-down: (low, size)."""
         return float(self.low[column]), float(self.size[column])
+
+    def _cells(self, column: int) -> np.ndarray:
+        """The rows' cells of `column` at depth 31 of its (pushed-down) range, computed once."""
+        if column not in self._cell_cache:
+            units = unit_positions(self.values[:, column], self.low[column], self.size[column])
+            self._cell_cache[column] = np.floor(units * 2.0**CELL_BITS).astype(np.uint32)
+        return self._cell_cache[column]
 
     def tree(self, columns: tuple[int, ...]) -> Tree:
         columns = tuple(sorted(columns))
@@ -219,9 +229,12 @@ class Forest:
         tree = Tree(
             columns, self.low[list(columns)].copy(), self.size[list(columns)].copy(), base_seed, code_levels
         )
-        units = unit_positions(self.values[:, list(columns)], tree.low[None, :], tree.size[None, :])
-        code = _morton_code(units, max_depth)
-        del units
+        if k == 1:
+            units = unit_positions(self.values[:, columns[0]], tree.low[0], tree.size[0])
+            code = np.floor(units * 2.0**MAX_DEPTH).astype(np.uint64)
+            del units
+        else:
+            code = _morton_code([self._cells(j) for j in columns], max_depth)
         # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
         order = np.argsort(self.values[:, columns[0]]) if k == 1 else np.argsort(code)
         if order.size < 2**31:
@@ -443,20 +456,18 @@ def cell_prefix(codes: np.ndarray, depth: int, code_levels: int, k: int) -> np.n
     return codes >> np.uint64((code_levels - depth) * k)
 
 
-def _morton_code(units: np.ndarray, depth: int) -> np.ndarray:
-    """Interleaved cell bits of every row down to `depth` levels, as one uint64 per row.
+def _morton_code(cells: list[np.ndarray], depth: int) -> np.ndarray:
+    """Interleaved cell bits of every row down to `depth` (<= 31) levels, as one uint64 per row.
 
-    1-dim trees use 62 levels (the float fraction itself); k-dim trees at most 63 // k levels, which
-    is also their depth limit. Within a level, dimension 0 is the most significant bit, so sorting
-    rows by the code puts every node's rows (at every depth) into one contiguous run.
+    `cells[j]` are the rows' cells of dimension j at depth 31. k-dim trees hold at most 63 // k
+    levels, which is also their depth limit. Within a level, dimension 0 is the most significant bit,
+    so sorting rows by the code puts every node's rows (at every depth) into one contiguous run.
     """
-    rows, k = units.shape
-    if k == 1:
-        return np.floor(units[:, 0] * 2.0**MAX_DEPTH).astype(np.uint64)
+    k = len(cells)
     table = _spread_table(k)
-    code = np.zeros(rows, dtype=np.uint64)
+    code = np.zeros(cells[0].size, dtype=np.uint64)
     for j in range(k):
-        cell = np.floor(units[:, j] * 2.0**depth).astype(np.uint64)
+        cell = (cells[j] >> np.uint32(CELL_BITS - depth)).astype(np.uint64)
         for byte in range((depth + 7) // 8):
             spread = table[(cell >> np.uint64(8 * byte)) & np.uint64(255)]
             code |= spread << np.uint64(8 * byte * k + (k - 1 - j))
