@@ -133,7 +133,7 @@ def print_guide(
     salt_prefix = (
         "" if salt_origin.startswith("the SYNDIFFIX") else f"SYNDIFFIX_SALT=$(cat {shown(paths.salt)}) "
     )
-    commands = [f"open {shown(report_index)}"] if report_index is not None else []
+    commands = [f"{escape(report_index.as_uri())}   # open in a browser"] if report_index is not None else []
     if written:
         commands.append(f"sqlite3 {target} 'SELECT * FROM {escape(written[0])} LIMIT 5'")
     commands += [

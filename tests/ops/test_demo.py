@@ -59,3 +59,4 @@ def test_demo_builds_the_warehouse_synthesizes_it_and_says_where_to_look(tmp_pat
     for shown in ("out/source.sqlite", "out/synthetic.sqlite", "out/demo.yaml", "out/reports/index.html"):
         assert shown in output
     assert "SYNDIFFIX_SALT=$(cat out/.salt) syndiffix-ops run out/demo.yaml" in output
+    assert index.resolve().as_uri() in output  # clickable in most terminals
