@@ -39,6 +39,10 @@ from matplotlib.ticker import MaxNLocator
 DEFAULT_BINS = 10
 DEFAULT_RARE_THRESHOLD = 10
 DEFAULT_MAX_CATEGORIES = 20
+# A Pearson correlation over n rows has a standard error of about 1/sqrt(n): below 100 rows in both
+# tables a pair's correlation difference is mostly noise (e.g. a column that is 99 % null) and would
+# dominate the table's mean, so such pairs are left undefined.
+DEFAULT_MIN_CORRELATION_ROWS = 100
 METRICS_SCHEMA_VERSION = 1
 
 _SHARE_DECIMALS = 3
@@ -73,6 +77,7 @@ def compute_quality(
     bins: int = DEFAULT_BINS,
     rare_threshold: int = DEFAULT_RARE_THRESHOLD,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
+    min_correlation_rows: int = DEFAULT_MIN_CORRELATION_ROWS,
 ) -> dict[str, Any]:
     """Compare `synthetic` with `original` on the columns both hold (AID columns, absent from the synthetic
     output, are left out). Returns a JSON-able dict; distances are None where a side has no rows."""
@@ -101,7 +106,7 @@ def compute_quality(
             "synthetic_share": [_round(share, _SHARE_DECIMALS) for share in synthetic_share],
         }
 
-    correlation = _correlations(binned)
+    correlation = _correlations(binned, max(min_correlation_rows, rare_threshold, 2))
     pairs = []
     tvd_2dim = []
     corr_diffs = []
@@ -139,7 +144,12 @@ def compute_quality(
             "only_in_original": [str(name) for name in original.columns if name not in synthetic.columns],
             "only_in_synthetic": [str(name) for name in synthetic.columns if name not in original.columns],
         },
-        "settings": {"bins": bins, "rare_threshold": rare_threshold, "max_categories": max_categories},
+        "settings": {
+            "bins": bins,
+            "rare_threshold": rare_threshold,
+            "max_categories": max_categories,
+            "min_correlation_rows": min_correlation_rows,
+        },
     }
 
 
@@ -397,16 +407,16 @@ class _Correlations:
         }
 
 
-def _correlations(binned: Sequence[_BinnedColumn]) -> _Correlations:
+def _correlations(binned: Sequence[_BinnedColumn], min_rows: int) -> _Correlations:
     numeric = [column for column in binned if column.original_values is not None]
     return _Correlations(
         [column.name for column in numeric],
-        _pairwise_pearson([column.original_values for column in numeric]),
-        _pairwise_pearson([column.synthetic_values for column in numeric]),
+        _pairwise_pearson([column.original_values for column in numeric], min_rows),
+        _pairwise_pearson([column.synthetic_values for column in numeric], min_rows),
     )
 
 
-def _pairwise_pearson(columns: Sequence[np.ndarray]) -> np.ndarray:
+def _pairwise_pearson(columns: Sequence[np.ndarray], min_rows: int) -> np.ndarray:
     """Pearson correlation of every column pair over the rows where both are present, as a few matrix
     products (pandas' pairwise loop is ~50x slower on wide frames). Columns are centred and scaled first so
     that sums of squares of large values (timestamps in seconds) do not cancel catastrophically."""
@@ -427,7 +437,7 @@ def _pairwise_pearson(columns: Sequence[np.ndarray]) -> np.ndarray:
         covariance = products - sums * sums.T / pairs
         variance_i = squares - sums**2 / pairs
         correlation = covariance / np.sqrt(variance_i * variance_i.T)
-    correlation[(pairs < 2) | ~np.isfinite(correlation)] = np.nan
+    correlation[(pairs < min_rows) | ~np.isfinite(correlation)] = np.nan
     return np.clip(correlation, -1.0, 1.0)
 
 
@@ -699,7 +709,9 @@ def _correlation_section(metrics: Mapping[str, Any]) -> ReportSection:
     note = (
         "<p>Pearson correlations of the columns with a numeric encoding (booleans as 0/1, numbers, times and "
         "timestamps as seconds); string columns have no meaningful order and are compared by the 2-dim TVD "
-        "instead. Empty cells: undefined (a constant column). The difference scale saturates at 1.</p>"
+        "instead. Empty cells: undefined (a constant column, or fewer than "
+        f"{metrics['settings'].get('min_correlation_rows', DEFAULT_MIN_CORRELATION_ROWS)} rows where both "
+        "columns are present). The difference scale saturates at 1.</p>"
     )
     return ReportSection(
         "Correlations: source | synthetic | difference", note + figure_to_img_tag(figure, "correlations")

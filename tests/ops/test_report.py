@@ -119,8 +119,25 @@ def test_correlation_uses_rows_where_both_columns_are_present():
     x[11] = np.nan
     frame = pd.DataFrame({"x": x, "y": y})
     expected = frame.corr().loc["x", "y"]  # pandas' pairwise-complete Pearson
-    metrics = compute_quality(frame, frame)
+    metrics = compute_quality(frame, frame, min_correlation_rows=10)
     assert metrics["correlation"]["original"][0][1] == pytest.approx(expected, abs=1e-3)
+
+
+def test_correlations_over_too_few_rows_are_left_out_of_the_mean():
+    # `sparse` is present in 30 rows only: its correlations are noise and must not swamp the mean
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=500)
+    sparse = np.full(500, np.nan)
+    sparse[:30] = rng.normal(size=30)
+    original = pd.DataFrame({"x": x, "y": x + rng.normal(scale=0.1, size=500), "sparse": sparse})
+    synthetic = original.assign(sparse=np.r_[-original["sparse"].to_numpy()[:30], np.full(470, np.nan)])
+    metrics = compute_quality(original, synthetic)  # default: at least 100 rows per pair
+    assert metrics["pairs"][1]["columns"] == ["x", "sparse"]
+    assert metrics["pairs"][1]["corr_abs_diff"] is None
+    assert metrics["corr_abs_diff_max"] == 0.0  # only the x-y pair counts
+    assert metrics["correlation"]["original"][2][2] is None
+    loose = compute_quality(original, synthetic, min_correlation_rows=10)
+    assert loose["corr_abs_diff_max"] > 0.1
 
 
 def test_row_ratio_is_rounded_so_the_source_count_cannot_be_computed_back():
