@@ -9,10 +9,17 @@ from syndiffix_ops.warehouse.read import (
     read_columns,
     reflect_table,
 )
-from syndiffix_ops.warehouse.types import UnsupportedTypeError, ValueKind, to_python, value_kind
+from syndiffix_ops.warehouse.types import (
+    ColumnValueError,
+    UnsupportedTypeError,
+    ValueKind,
+    to_python,
+    value_kind,
+)
 from syndiffix_ops.warehouse.write import TargetColumn, TargetSchemaError, target_type_sql, write_table
 
 __all__ = [
+    "ColumnValueError",
     "RowLimitExceeded",
     "SourceColumn",
     "SourceTable",

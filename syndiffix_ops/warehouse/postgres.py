@@ -26,7 +26,7 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
-from syndiffix_ops.warehouse.types import ValueKind, to_python
+from syndiffix_ops.warehouse.types import ColumnValueError, ValueKind, to_python
 
 NULL = "\\N"
 _READ_CHUNK_BYTES = 16 * 1024 * 1024
@@ -153,10 +153,15 @@ def _parse(data: bytes, names, dtypes, parsers, timestamps: list[int]) -> list[p
         encoding="utf-8",
         engine="c",
     )
-    return [
-        _string(frame[i], name, escapes) if parse is _string else parse(frame[i], name)
-        for i, (name, parse) in enumerate(zip(names, parsers, strict=True))
-    ]
+    columns = []
+    for i, (name, parse) in enumerate(zip(names, parsers, strict=True)):
+        try:
+            columns.append(_string(frame[i], name, escapes) if parse is _string else parse(frame[i], name))
+        except (ValueError, TypeError, OverflowError) as error:  # e.g. 'infinity' or BC timestamps
+            raise ColumnValueError(
+                f"column {name!r}: a value cannot be read for synthesis ({error})"
+            ) from error
+    return columns
 
 
 def _integer(column: pd.Series, name: str) -> pd.Series:

@@ -11,7 +11,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from syndiffix_ops.warehouse import postgres
-from syndiffix_ops.warehouse.types import ValueKind, aid_values, to_series, value_kind
+from syndiffix_ops.warehouse.types import ColumnValueError, ValueKind, aid_values, to_series, value_kind
 
 
 class SourceTableError(LookupError):
@@ -199,7 +199,8 @@ def iter_column_chunks(
     as_text = [name in aid_columns and kinds[name] is not ValueKind.INTEGER for name in names]
     rows = 0
     with _connection(bind) as conn:
-        for columns in _chunks(conn, statement, names, [kinds[n] for n in names], as_text, chunk_rows):
+        chunks = _chunks(conn, statement, names, [kinds[n] for n in names], as_text, chunk_rows)
+        for columns in _with_table_name(chunks, source.qualified_name):
             rows += len(columns[0])
             if max_rows is not None and rows > max_rows:
                 raise RowLimitExceeded(
@@ -209,6 +210,13 @@ def iter_column_chunks(
             if progress is not None:
                 progress(rows)
             yield pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names)
+
+
+def _with_table_name(chunks: Iterator[list[pd.Series]], table: str) -> Iterator[list[pd.Series]]:
+    try:
+        yield from chunks
+    except ColumnValueError as error:
+        raise ColumnValueError(f"source table {table}: {error}") from error
 
 
 def _chunks(
@@ -228,13 +236,23 @@ def _chunks(
     # Elsewhere a server-side cursor (stream_results) keeps only one chunk of rows in memory at a time.
     result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(statement)
     try:
-        for part in result.partitions():
-            yield [
-                _column_values(values, kind, name, text)
-                for name, kind, values, text in zip(
-                    names, kinds, zip(*part, strict=True), as_text, strict=True
-                )
-            ]
+        parts = result.partitions()
+        while True:
+            try:
+                part = next(parts)
+            except StopIteration:
+                return
+            except (ValueError, TypeError, OverflowError) as error:  # the driver's or SQLAlchemy's conversion
+                raise ColumnValueError(f"a value cannot be read for synthesis ({error})") from error
+            columns = []
+            for name, kind, values, text in zip(names, kinds, zip(*part, strict=True), as_text, strict=True):
+                try:
+                    columns.append(_column_values(values, kind, name, text))
+                except (ValueError, TypeError, OverflowError) as error:
+                    raise ColumnValueError(
+                        f"column {name!r}: a value cannot be read for synthesis ({error})"
+                    ) from error
+            yield columns
     finally:
         result.close()
 

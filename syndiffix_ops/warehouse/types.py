@@ -43,6 +43,10 @@ class UnsupportedTypeError(TypeError):
         )
 
 
+class ColumnValueError(ValueError):
+    """A source value that cannot be converted for the engines; the message names the column and value."""
+
+
 # MySQL types that subclass String or Integer in SQLAlchemy but do not hold free text / plain integers.
 _NOT_SYNTHESIZABLE = (
     mysql.SET,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from syndiffix_ops.warehouse import RowLimitExceeded, check_row_limit, read_columns, reflect_table
+from syndiffix_ops.warehouse import (
+    ColumnValueError,
+    RowLimitExceeded,
+    check_row_limit,
+    read_columns,
+    reflect_table,
+)
 from syndiffix_ops.warehouse.read import iter_column_chunks
 
 ROWS = 2500
@@ -80,3 +86,27 @@ def test_abandoning_a_postgresql_copy_midway_cancels_it_cleanly(numbers, monkeyp
         conn.rollback()
         assert conn.execute(sa.select(sa.func.count()).select_from(source.table)).scalar_one() == ROWS
     assert len(read_columns(engine, source, ["n", "word"], chunk_rows=50)) == ROWS
+
+
+def test_a_value_that_cannot_be_converted_names_the_table_and_column(warehouse_db):
+    engine, schema = warehouse_db
+    preparer = engine.dialect.identifier_preparer
+    name = f"{preparer.quote_schema(schema)}.odd_values" if schema else "odd_values"
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"CREATE TABLE {name} (id integer, happened timestamp)")
+            conn.exec_driver_sql(f"INSERT INTO {name} VALUES (1, '2024-01-01'), (2, 'infinity')")
+        elif engine.dialect.name == "sqlite":
+            conn.exec_driver_sql(f"CREATE TABLE {name} (id integer, happened DATETIME)")
+            conn.exec_driver_sql(f"INSERT INTO {name} VALUES (1, '2024-01-01 00:00:00'), (2, 'not a time')")
+        else:
+            pytest.skip("MariaDB refuses such values on insert")
+    source = reflect_table(engine, schema, "odd_values")
+    with pytest.raises(
+        ColumnValueError, match=r"source table .*odd_values: .*a value cannot be read"
+    ) as caught:
+        read_columns(engine, source, ["id", "happened"])
+    message = str(caught.value)
+    assert "infinity" in message or "not a time" in message
+    if engine.dialect.name == "postgresql":
+        assert "column 'happened'" in message
