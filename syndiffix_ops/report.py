@@ -659,7 +659,7 @@ def _distribution_figure(name: str, column: Mapping[str, Any]) -> Figure:
     synthetic = [share or 0.0 for share in column["synthetic_share"]]
     figure = Figure(figsize=(max(4.0, 0.45 * len(labels) + 1.5), 3.0))
     # room for the 45-degree tick labels: about 0.014 of the height per character
-    longest = max(len(_shorten(label)) for label in labels)
+    longest = max((len(_shorten(label)) for label in labels), default=0)
     figure.subplots_adjust(left=0.14, right=0.98, top=0.9, bottom=min(0.5, 0.12 + 0.014 * longest))
     axes = figure.add_subplot()
     axes.bar(positions - 0.2, original, width=0.4, label="source", color="#4c72b0")

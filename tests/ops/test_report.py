@@ -148,13 +148,23 @@ def test_row_ratio_is_rounded_so_the_source_count_cannot_be_computed_back():
     assert "1003" not in json.dumps(metrics)
 
 
-def test_empty_synthetic_table_has_no_distances():
+def test_empty_tables_have_no_distances_and_still_get_a_report(tmp_path):
     original = pd.DataFrame({"x": np.arange(30), "s": ["k"] * 30})
     metrics = compute_quality(original, original.head(0))
     assert metrics["row_ratio"] == 0.0
     assert metrics["tvd_1dim_mean"] is None
     assert metrics["tvd_2dim_mean"] is None
     json.dumps(metrics, allow_nan=False)
+    both_empty = compute_quality(original.head(0), original.head(0))
+    assert both_empty["row_ratio"] is None
+    for name, source, synthetic in [
+        ("a", original, original.head(0)),
+        ("b", original.head(0), original.head(0)),
+    ]:
+        page = write_html_report(
+            tmp_path, table_name=name, original=source, synthetic=synthetic, metrics=None
+        )
+        assert "Summary" in page.read_text(encoding="utf-8")
 
 
 def test_aid_columns_missing_from_the_output_are_listed_not_compared():
