@@ -133,8 +133,8 @@ def run_table(
     notify = progress or (lambda stage, fraction: None)
     label = f"table {table_config.display_name}"
 
-    source_engine, owns_source = _engine(source, lambda: config.source_url(), "source")
-    target_engine, owns_target = _engine(target, lambda: config.target_url(), "target")
+    source_engine, owns_source = _engine(source, config.source_url)
+    target_engine, owns_target = _engine(target, config.target_url)
     try:
         salt_bytes = None if dry_run else _salt(salt, effective.salt_env, label)
         source_table = _reflect(source_engine, table_config, label)
@@ -209,7 +209,8 @@ def run_table(
             target_engine.dispose()
 
 
-def _engine(given: sa.Engine | str | None, url: Callable[[], str], side: str) -> tuple[sa.Engine, bool]:
+def _engine(given: sa.Engine | str | None, url: Callable[[], str]) -> tuple[sa.Engine, bool]:
+    """The engine to use and whether run_table created it (and so disposes of it)."""
     if isinstance(given, sa.Engine):
         return given, False
     return sa.create_engine(given if isinstance(given, str) else url()), True
