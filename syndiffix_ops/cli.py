@@ -272,8 +272,8 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
         ("rows", "right", None),
         ("status", "left", None),
         ("s", "right", None),
-        ("TVD 1-dim", "right", None),
-        ("TVD 2-dim", "right", None),
+        ("TVD 1d", "right", None),
+        ("TVD 2d", "right", None),
     ]:
         # names stay whole up to 30 characters and wrap beyond: a reader needs them to find the table
         table.add_column(
