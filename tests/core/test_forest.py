@@ -143,3 +143,28 @@ def test_values_too_wide_for_float_arithmetic_are_a_clear_error():
 
     with pytest.raises(InvalidInputError, match="c0"):
         make_forest(np.array([[-1e308], [1e308]]))
+
+
+def test_stub_flags_follow_the_subnodes():
+    rng = np.random.default_rng(8)
+    matrix = np.c_[rng.normal(size=5000), rng.exponential(size=5000), rng.integers(0, 6, 5000)]
+    forest = make_forest(matrix)
+    stubs = 0
+    for columns in [(0, 1), (0, 2), (0, 1, 2)]:
+        tree = forest.tree(columns)
+        # subnode i drops dimension i
+        sub_trees = [forest.tree(columns[:i] + columns[i + 1 :]) for i in range(len(columns))]
+        for depth, level in enumerate(tree.levels):
+            expected = np.ones(level.size, dtype=bool)
+            for i, sub_tree in enumerate(sub_trees):
+                index = level.subnodes[:, i]
+                if depth >= len(sub_tree.levels):
+                    continue
+                sub = sub_tree.levels[depth]
+                safe = np.maximum(index, 0)
+                fails = np.where(sub.singular[safe], sub.singularity_low[safe], sub.range_low[safe])
+                expected &= (index < 0) | sub.stub[safe] | fails
+            np.testing.assert_array_equal(level.stub, expected)
+            assert not (level.stub & level.branch).any()
+            stubs += int(level.stub.sum())
+    assert stubs > 0
