@@ -17,7 +17,9 @@ import contextlib
 import csv
 import datetime as dt
 import io
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -67,7 +69,7 @@ def copy_out(
     timestamps = [
         i
         for i, (kind, text) in enumerate(zip(kinds, as_text, strict=True))
-        if kind in (ValueKind.TIMESTAMP, ValueKind.TIMESTAMP_TZ) and not text
+        if kind in (ValueKind.TIMESTAMP, ValueKind.TIMESTAMP_TZ, ValueKind.DATE) and not text
     ]
     dtypes = {
         i: "Int64"
@@ -80,19 +82,63 @@ def copy_out(
     }
     driver = conn.connection.driver_connection
     query = psycopg.ClientCursor(driver).mogrify(f"COPY ({compiled}) TO STDOUT", compiled.params)
-    pending = bytearray()
     try:
-        with contextlib.closing(_copy_out_blocks(driver, query)) as blocks:
-            for block in blocks:
-                pending += block
-                if len(pending) >= _READ_CHUNK_BYTES:
-                    cut = pending.rfind(b"\n") + 1
-                    yield _parse(bytes(pending[:cut]), names, dtypes, parsers, timestamps)
-                    del pending[:cut]
+        for data in _copy_out_chunks(driver, query):
+            yield _parse(data, names, dtypes, parsers, timestamps)
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error, dialect=conn.dialect) from error
-    if pending:
-        yield _parse(bytes(pending), names, dtypes, parsers, timestamps)
+
+
+_END = object()
+
+
+def _copy_out_chunks(driver: psycopg.Connection, query: str) -> Iterator[bytes]:
+    """The COPY output in chunks of whole lines, received by a background thread.
+
+    Receiving (libpq, GIL released while it waits) and parsing (pandas' tokenizer releases the GIL too)
+    then overlap instead of taking turns. The connection belongs to the thread until it finishes; the
+    consumer only parses. Stopping early (max_rows, an error) tells the thread to stop, which cancels
+    the COPY, and waits for it.
+    """
+    chunks: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def hand_over(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                chunks.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def receive() -> None:
+        pending = bytearray()
+        try:
+            with contextlib.closing(_copy_out_blocks(driver, query)) as blocks:
+                for block in blocks:
+                    pending += block
+                    if len(pending) >= _READ_CHUNK_BYTES:
+                        cut = pending.rfind(b"\n") + 1
+                        if not hand_over(bytes(pending[:cut])):
+                            return  # leaving the with block cancels the COPY
+                        del pending[:cut]
+            if pending and not hand_over(bytes(pending)):
+                return
+            hand_over(_END)
+        except BaseException as error:  # handed to the consumer, which raises it in its own thread
+            hand_over(error)
+
+    receiver = threading.Thread(target=receive, name="syndiffix-copy-out", daemon=True)
+    receiver.start()
+    try:
+        while (item := chunks.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        receiver.join()
 
 
 def _copy_out_blocks(driver: psycopg.Connection, query: str) -> Iterator[memoryview]:
@@ -216,6 +262,17 @@ def _string(column: pd.Series, name: str, escapes: bool = True) -> pd.Series:
     return pd.Series(values, name=name, dtype=object)
 
 
+def _date(column: pd.Series, name: str) -> pd.Series:
+    """DATE columns arrive parsed as datetime64 by read_csv; the codecs take datetime.date objects."""
+    if not pd.api.types.is_datetime64_any_dtype(column):
+        return _from_iso(dt.date.fromisoformat)(column, name)  # e.g. all null, or years read_csv refuses
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    dates = np.empty(len(uniques) + 1, dtype=object)
+    dates[:-1] = [stamp.date() for stamp in uniques]
+    dates[-1] = None  # code -1 is null
+    return pd.Series(dates[codes], name=name, dtype=object)
+
+
 _PARSERS = {
     ValueKind.INTEGER: _integer,
     ValueKind.REAL: _real,
@@ -223,7 +280,7 @@ _PARSERS = {
     ValueKind.STRING: _string,
     ValueKind.TIMESTAMP: _timestamp,
     ValueKind.TIMESTAMP_TZ: _timestamp_tz,
-    ValueKind.DATE: _from_iso(dt.date.fromisoformat),
+    ValueKind.DATE: _date,
     ValueKind.TIME: _from_iso(dt.time.fromisoformat),
 }
 
