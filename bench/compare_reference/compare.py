@@ -6,7 +6,8 @@ same table and salt, default parameters (wide tables are clustered by both), and
 by the product's own quality report (`syndiffix_ops.report.compute_quality`): mean 1-dim and 2-dim
 total variation distance on binned columns, mean |pairwise correlation difference|, row ratio. The
 baseline is a resample of the original (same size, with replacement): the metrics' own noise floor.
-Times are the synthesis call only (reading/writing CSV excluded), one process at a time.
+Times are the synthesis call only (reading/writing CSV excluded), one process at a time, as wall
+and CPU seconds (CPU time is the fairer figure on a machine shared with other work).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def quality(original: pd.DataFrame, synthetic: pd.DataFrame) -> dict[str, float]
 
 def run_reference(
     python: str, table: pd.DataFrame, schema: dict, salt: str, workdir: Path, cache: Path | None
-) -> tuple[float, pd.DataFrame]:
+) -> tuple[dict, pd.DataFrame]:
     """Synthesize with 1.0.8 in its own interpreter; with a cache directory, a run of the same table and
     salt is read back (with the time measured when it ran) instead of repeated."""
     rows, columns = table.shape
@@ -95,10 +96,10 @@ def run_reference(
         text=True,
         check=True,
     )
-    seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+    timing = json.loads(done.stdout.strip().splitlines()[-1])
     if stored is not None:
-        (stored / "seconds.json").write_text(json.dumps({"seconds": seconds}))
-    return seconds, read_back(target, schema)
+        (stored / "seconds.json").write_text(json.dumps(timing))
+    return timing, read_back(target, schema)
 
 
 def main() -> None:
@@ -114,29 +115,39 @@ def main() -> None:
     for spec in args.tables.split(","):
         rows, columns = map(int, spec.lower().split("x"))
         table, schema = generated_table(rows, columns)
-        ours_time, reference_time = [], []
+        ours_time, reference_time, ours_cpu, reference_cpu = [], [], [], []
         scores = {"ours": [], "syndiffix 1.0.8": [], "resample baseline": []}
         with tempfile.TemporaryDirectory() as directory:
             for run in range(args.salts):
                 salt = f"compare-salt-{run}"
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 ours = synthesize(table, salt=salt)
                 ours_time.append(time.perf_counter() - start)
+                ours_cpu.append(time.process_time() - start_cpu)
                 scores["ours"].append(quality(table, ours))
-                seconds, reference = run_reference(
+                timing, reference = run_reference(
                     args.reference_python, table, schema, salt, Path(directory), args.reference_cache
                 )
-                reference_time.append(seconds)
+                reference_time.append(timing["seconds"])
+                reference_cpu.append(timing.get("cpu_seconds"))
                 scores["syndiffix 1.0.8"].append(quality(table, reference))
                 resample = table.sample(n=rows, replace=True, random_state=run).reset_index(drop=True)
                 scores["resample baseline"].append(quality(table, resample))
-                print(f"  {spec} salt {run}: ours {ours_time[-1]:.2f} s, 1.0.8 {seconds:.1f} s", flush=True)
+                print(
+                    f"  {spec} salt {run}: ours {ours_time[-1]:.2f} s, 1.0.8 {timing['seconds']:.1f} s",
+                    flush=True,
+                )
 
         print(f"\n== {rows} rows x {columns} columns (mean over {args.salts} salts) ==")
         print(
             f"time: ours {np.mean(ours_time):.2f} s, syndiffix 1.0.8 {np.mean(reference_time):.1f} s, "
-            f"ratio {np.mean(reference_time) / np.mean(ours_time):.0f}x"
+            f"ratio {np.mean(reference_time) / np.mean(ours_time):.0f}x (wall)"
         )
+        if None not in reference_cpu:
+            print(
+                f"cpu:  ours {np.mean(ours_cpu):.2f} s, syndiffix 1.0.8 {np.mean(reference_cpu):.1f} s, "
+                f"ratio {np.mean(reference_cpu) / np.mean(ours_cpu):.0f}x (less sensitive to a busy machine)"
+            )
         print(f"{'':20s}" + "".join(f"{m:>20s}" for m in METRICS))
         for name, runs in scores.items():
             means = [np.mean([r[m] for r in runs]) for m in METRICS]
