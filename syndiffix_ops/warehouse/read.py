@@ -148,27 +148,17 @@ def read_columns(
     unless they are integers. Reading stops with RowLimitExceeded as soon as max_rows is passed.
     """
     names = list(dict.fromkeys([*aid_columns, *columns]))
-    chunks = list(
-        iter_column_chunks(
-            bind,
-            source,
-            columns,
-            aid_columns=aid_columns,
-            where=where,
-            chunk_rows=chunk_rows,
-            max_rows=max_rows,
-            progress=progress,
-        )
-    )
-    if not chunks:
+    parts: dict[str, list[pd.Series]] = {name: [] for name in names}
+    for chunk in _series_chunks(bind, source, columns, aid_columns, where, chunk_rows, max_rows, progress):
+        for name, series in zip(names, chunk, strict=True):
+            parts[name].append(series)
+    if not parts[names[0]]:
         kinds = {name: source.column(name).kind for name in names}
         as_text = {name: name in aid_columns and kinds[name] is not ValueKind.INTEGER for name in names}
         empty = {name: _column_values((), kinds[name], name, as_text[name]) for name in names}
         return pd.DataFrame(empty, columns=names)
-    frame = {}
-    for name in names:
-        parts = [chunk[name] for chunk in chunks]
-        frame[name] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    # One concatenation per column (no DataFrame per chunk): a DataFrame would copy every chunk into blocks.
+    frame = {name: pd.concat(p, ignore_index=True) if len(p) > 1 else p[0] for name, p in parts.items()}
     return pd.DataFrame(frame, columns=names)
 
 
@@ -186,6 +176,22 @@ def iter_column_chunks(
     """Like read_columns, but yield one DataFrame of at most `chunk_rows` rows at a time, so a consumer
     that only aggregates (the KHLL risk sketches) holds one chunk in memory, not the table."""
     names = list(dict.fromkeys([*aid_columns, *columns]))
+    for chunk in _series_chunks(bind, source, columns, aid_columns, where, chunk_rows, max_rows, progress):
+        yield pd.DataFrame(dict(zip(names, chunk, strict=True)), columns=names)
+
+
+def _series_chunks(
+    bind: sa.Engine | sa.Connection,
+    source: SourceTable,
+    columns: Sequence[str],
+    aid_columns: Sequence[str],
+    where: str | None,
+    chunk_rows: int,
+    max_rows: int | None,
+    progress: Callable[[int], None] | None,
+) -> Iterator[list[pd.Series]]:
+    """The AID columns then `columns`, a chunk at a time as one Series per column, with the checks."""
+    names = list(dict.fromkeys([*aid_columns, *columns]))
     kinds = {name: source.column(name).kind for name in names}
     for name in columns:
         if kinds[name] is None:
@@ -200,8 +206,8 @@ def iter_column_chunks(
     rows = 0
     with _connection(bind) as conn:
         chunks = _chunks(conn, statement, names, [kinds[n] for n in names], as_text, chunk_rows)
-        for columns in _with_table_name(chunks, source.qualified_name):
-            rows += len(columns[0])
+        for chunk in _with_table_name(chunks, source.qualified_name):
+            rows += len(chunk[0])
             if max_rows is not None and rows > max_rows:
                 raise RowLimitExceeded(
                     f"source table {source.qualified_name}{_where_note(where)} has more than "
@@ -209,7 +215,7 @@ def iter_column_chunks(
                 )
             if progress is not None:
                 progress(rows)
-            yield pd.DataFrame(dict(zip(names, columns, strict=True)), columns=names)
+            yield chunk
 
 
 def _with_table_name(chunks: Iterator[list[pd.Series]], table: str) -> Iterator[list[pd.Series]]:
