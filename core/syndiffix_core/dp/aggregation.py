@@ -239,15 +239,18 @@ def _count_length(
     subsets = list(candidates)
     offsets = np.concatenate(([0], np.cumsum([len(candidates[s]) for s in subsets]))).astype(np.int64)
     total = int(offsets[-1])
+    position_dtype = np.int32 if total < 2**31 else np.int64
 
     def chunk_positions(start: int, stop: int) -> np.ndarray:
         """(rows, subsets) global candidate index of each row's tuple, -1 where it is no candidate."""
         block = records.codes[start:stop]
-        pos = np.empty((stop - start, len(subsets)), dtype=np.int64)
+        # column-major: each subset's column is written contiguously
+        pos = np.empty((stop - start, len(subsets)), dtype=position_dtype, order="F")
         for j, subset in enumerate(subsets):
             table = candidates[subset]
             p = table.positions(pack(block, subset, table.strides))
-            pos[:, j] = np.where(p >= 0, p + offsets[j], -1)
+            np.add(p, offsets[j], out=pos[:, j], casting="unsafe")
+            pos[p < 0, j] = -1
         return pos
 
     def chunk_pairs(start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
@@ -283,16 +286,32 @@ def _count_length(
     )
     allowed = max(allowed, 1)
     if records.count and allowed < int(sensitivities.max()):
+        # Only records above the cap change: each keeps `allowed` of its tuples, chosen by random priority.
         rng = noise.stream("contribution choice", k).generator()
         counts[:] = 0
+        over = sensitivities > allowed
         for start, stop in records.chunks(len(subsets)):
-            rec, pos = chunk_pairs(start, stop)
-            priority = rng.random(len(rec))
-            order = np.lexsort((priority, rec))
-            rec, pos = rec[order], pos[order]
-            first = np.searchsorted(rec, rec, side="left")
-            keep = (np.arange(len(rec)) - first) < allowed
-            counts += np.bincount(pos[keep], minlength=total)
+            if records.entity_of_row is None:
+                pos = chunk_positions(start, stop)
+                capped = over[start:stop]
+                under = pos[~capped]
+                counts += np.bincount(under[under >= 0], minlength=total)
+                pos = pos[capped]
+                if not len(pos):
+                    continue
+                priority = np.where(pos >= 0, rng.random(pos.shape), np.inf)
+                cut = np.partition(priority, allowed - 1, axis=1)[:, allowed - 1 : allowed]
+                counts += np.bincount(pos[priority <= cut], minlength=total)
+            else:
+                rec, pos = chunk_pairs(start, stop)
+                capped = over[rec]
+                counts += np.bincount(pos[~capped], minlength=total)
+                rec, pos = rec[capped], pos[capped]
+                order = np.lexsort((rng.random(len(rec)), rec))
+                rec, pos = rec[order], pos[order]
+                first = np.searchsorted(rec, rec, side="left")
+                keep = (np.arange(len(rec)) - first) < allowed
+                counts += np.bincount(pos[keep], minlength=total)
     return counts, allowed
 
 
