@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from airflow.sdk import AssetAlias, BaseOperator
 
@@ -151,8 +152,7 @@ class SyntheticTableOperator(BaseOperator):
 
         events = context["outlet_events"][aliases[0]]
         for result in self._written:
-            schema, name = _split_qualified(result.target_table, default_schema=None)
-            uri = asset_uri(self._target_url, schema, name)
+            uri = asset_uri(self._target_url, *_target_parts(result))
             events.add(
                 Asset(uri=uri, name=uri),
                 extra={"rows": result.rows_written, "lineage_id": result.lineage_id},
@@ -173,8 +173,8 @@ class SyntheticTableOperator(BaseOperator):
         inputs: dict[tuple[str, str], InputDataset] = {}
         outputs = []
         for result in self._written:
-            source_ns, source_name = openlineage_dataset(self._source_url, result.source_table)
-            target_ns, target_name = openlineage_dataset(self._target_url, result.target_table)
+            source_ns, source_name = openlineage_dataset(self._source_url, *_source_parts(result))
+            target_ns, target_name = openlineage_dataset(self._target_url, *_target_parts(result))
             inputs.setdefault(
                 (source_ns, source_name),
                 InputDataset(
@@ -291,9 +291,17 @@ def connection_url(conn_id: str) -> sa.URL:
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
 
 
-def _split_qualified(qualified: str, default_schema: str | None) -> tuple[str | None, str]:
-    schema, _, name = qualified.rpartition(".")
-    return (schema or default_schema), name
+def _source_parts(result: TableRunResult) -> tuple[str | None, str]:
+    # The config admits `schema.table` or `table` only, so the source name splits unambiguously.
+    schema, _, name = result.source_table.rpartition(".")
+    return schema or None, name
+
+
+def _target_parts(result: TableRunResult) -> tuple[str | None, str]:
+    # Split by the known schema, not at a dot: a target table name may contain one.
+    if result.target_schema and result.target_table.startswith(f"{result.target_schema}."):
+        return result.target_schema, result.target_table[len(result.target_schema) + 1 :]
+    return None, result.target_table
 
 
 def _authority(url: sa.URL) -> str:
@@ -301,16 +309,15 @@ def _authority(url: sa.URL) -> str:
     return f"{url.host or 'localhost'}:{url.port or _DEFAULT_PORTS.get(backend, 0)}"
 
 
-def openlineage_dataset(url: sa.URL, qualified_table: str) -> tuple[str, str]:
+def openlineage_dataset(url: sa.URL, schema: str | None, table: str) -> tuple[str, str]:
     """(namespace, name) as the OpenLineage naming spec and the SQL providers form them: PostgreSQL
     postgres://host:port and database.schema.table; MySQL mysql://host:port and database.table."""
     backend = url.get_backend_name()
     if backend == "postgresql":
-        schema, name = _split_qualified(qualified_table, default_schema="public")
-        return f"postgres://{_authority(url)}", f"{url.database}.{schema}.{name}"
+        return f"postgres://{_authority(url)}", f"{url.database}.{schema or 'public'}.{table}"
     if backend in ("mysql", "mariadb"):
-        schema, name = _split_qualified(qualified_table, default_schema=url.database)
-        return f"mysql://{_authority(url)}", f"{schema}.{name}"
+        return f"mysql://{_authority(url)}", f"{schema or url.database}.{table}"
+    qualified_table = f"{schema}.{table}" if schema else table
     if backend == "sqlite":
         return f"sqlite://{url.database}", qualified_table
     return f"{backend}://{_authority(url)}", f"{url.database}.{qualified_table}"
@@ -318,15 +325,19 @@ def openlineage_dataset(url: sa.URL, qualified_table: str) -> tuple[str, str]:
 
 def asset_uri(url: sa.URL, schema: str | None, table: str) -> str:
     """The Asset URI the Postgres (and MySQL) providers use for a table, so Assets from this operator
-    and from SQL operators on the same table are one Asset."""
+    and from SQL operators on the same table are one Asset. Names are percent-encoded: an Asset URI
+    must be a valid URI even for a table called "order lines"."""
     backend = url.get_backend_name()
     if backend == "postgresql":
-        return f"postgres://{_authority(url)}/{url.database}/{schema or 'public'}/{table}"
+        parts = [url.database, schema or "public", table]
+        return f"postgres://{_authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
     if backend in ("mysql", "mariadb"):
-        return f"mysql://{_authority(url)}/{schema or url.database}/{table}"
+        parts = [schema or url.database, table]
+        return f"mysql://{_authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
     if backend == "sqlite":
-        return f"sqlite://{url.database}/{table}"
-    return f"{backend}://{_authority(url)}/{url.database}/{schema}/{table}"
+        return f"sqlite://{quote(url.database or '')}/{quote(table, safe='')}"
+    parts = [url.database, schema, table]
+    return f"{backend}://{_authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
 
 
 def _schema_facet(schema_dataset, columns):

@@ -134,6 +134,12 @@ def airflow_env(pg_url) -> AirflowEnv:
         assert conf.get("core", "dags_folder") == str(AIRFLOW_ENV.dags_folder)
         db.resetdb()
         yield AIRFLOW_ENV
+        # dag.test() fires the DAG-run listeners in this process, and the OpenLineage one forks a process
+        # pool for them. Airflow components stop listeners with before_stopping; so must we, or the pool's
+        # workers outlive pytest and keep its stdout open (a CI runner would wait for them forever).
+        from airflow.listeners.listener import get_listener_manager
+
+        get_listener_manager().hook.before_stopping(component=AIRFLOW_ENV)
 
 
 @pytest.fixture(scope="session")

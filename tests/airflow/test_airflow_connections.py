@@ -72,11 +72,25 @@ def test_tables_are_named_the_way_the_postgres_and_mysql_providers_name_them(air
     from syndiffix_ops.airflow.operators import asset_uri, openlineage_dataset
 
     pg = sa.make_url("postgresql+psycopg://u:p@warehouse:5433/sales")
-    assert openlineage_dataset(pg, "public.orders") == ("postgres://warehouse:5433", "sales.public.orders")
-    assert openlineage_dataset(pg, "orders") == ("postgres://warehouse:5433", "sales.public.orders")
+    assert openlineage_dataset(pg, "public", "orders") == ("postgres://warehouse:5433", "sales.public.orders")
+    assert openlineage_dataset(pg, None, "orders") == ("postgres://warehouse:5433", "sales.public.orders")
     assert asset_uri(pg, "synthetic", "orders") == "postgres://warehouse:5433/sales/synthetic/orders"
+    assert (
+        asset_uri(pg, "synthetic", "order lines/v2")
+        == "postgres://warehouse:5433/sales/synthetic/order%20lines%2Fv2"
+    )
     default_port = sa.make_url("postgresql+psycopg://warehouse/sales")
-    assert openlineage_dataset(default_port, "s.t")[0] == "postgres://warehouse:5432"
+    assert openlineage_dataset(default_port, "s", "t")[0] == "postgres://warehouse:5432"
     my = sa.make_url("mysql+pymysql://u@shop-db/shop")
-    assert openlineage_dataset(my, "orders") == ("mysql://shop-db:3306", "shop.orders")
+    assert openlineage_dataset(my, None, "orders") == ("mysql://shop-db:3306", "shop.orders")
     assert asset_uri(my, None, "orders") == "mysql://shop-db:3306/shop/orders"
+
+
+def test_an_odd_table_name_is_a_valid_asset(airflow_env):
+    import sqlalchemy as sa
+    from airflow.sdk import Asset
+
+    from syndiffix_ops.airflow.operators import asset_uri
+
+    uri = asset_uri(sa.make_url("postgresql+psycopg://h/db"), "synthétique", 'order "lines"; drop')
+    assert Asset(uri=uri, name=uri).uri == uri
