@@ -285,3 +285,14 @@ def test_engine_params_become_the_engines_own_parameter_objects_with_only_set_fi
 def test_an_inverted_flattening_interval_is_refused_at_validation():
     with pytest.raises(ValueError, match=r"must be \[lower, upper\] with 1 <= lower <= upper, got \[5, 2\]"):
         SyndiffixParams.model_validate({"anonymization": {"top_count": [5, 2]}})
+
+
+def test_the_example_in_docs_config_md_is_a_valid_config(tmp_path):
+    docs = Path(__file__).resolve().parents[2] / "docs" / "config.md"
+    example = docs.read_text(encoding="utf-8").split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = load_config(write(tmp_path, example))
+    assert [t.display_name for t in config.tables] == ["orders", "people"]
+    assert config.table("people").output_targets() == {
+        "demographics": "people_demographics",
+        "pay": "people_salary",
+    }
