@@ -43,6 +43,11 @@ PG_COLUMNS = {
         ValueKind.TIMESTAMP,
         [dt.datetime(2024, 1, 2, 3, 4, 5, 123000), None, None],
     ),
+    "c_timestamp_old": (
+        "timestamp",
+        ValueKind.TIMESTAMP,
+        [dt.datetime(1969, 12, 31, 23, 59, 59), dt.datetime(1900, 1, 1, 0, 0, 1), None],
+    ),
     "c_timestamptz": (
         "timestamp with time zone",
         ValueKind.TIMESTAMP_TZ,
