@@ -207,3 +207,21 @@ def test_the_operator_keeps_the_salt_out_of_templates_and_the_heavy_imports_out_
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_a_worker_parsing_for_one_task_builds_only_that_dag_and_skips_the_check(
+    airflow_env, tmp_path, monkeypatch
+):
+    from syndiffix_ops.airflow.dag_factory import build_dags, check_configs
+    from syndiffix_ops.config import ConfigError
+
+    other = GOOD.replace("dag_id: syndiffix_good", "dag_id: syndiffix_other")
+    folder = _dag_folder(tmp_path, {"good.yaml": GOOD, "other.yaml": other, "broken.yaml": BROKEN})
+    # What Airflow sets while a worker loads the DAG file to run one task of syndiffix_other.
+    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "syndiffix_other")
+    assert list(build_dags(folder / "configs")) == ["syndiffix_other"]
+    check_configs(folder / "configs")  # the dag-processor reports broken files; the worker does not
+    monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID")
+    assert sorted(build_dags(folder / "configs")) == ["syndiffix_good", "syndiffix_other"]
+    with pytest.raises(ConfigError, match="broken.yaml"):
+        check_configs(folder / "configs")
