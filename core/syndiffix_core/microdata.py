@@ -1,7 +1,10 @@
 """Microdata generation: harvested buckets -> synthetic float values -> typed columns.
 
 Per bucket, `count` rows; per dimension a value drawn uniformly in the bucket's range (the exact point
-for singular dimensions). A range starting at the column's null mapping gives null. Strings: the range
+for singular dimensions). Columns whose codec decodes to a grid (integers, timestamps at their
+resolution, string indices) draw one of the grid values inside [low, high) uniformly instead: a
+continuous draw rounded by the decoder would give the end values half weight and could emit `high`,
+one step past the range. A range starting at the column's null mapping gives null. Strings: the range
 is turned into the integer indices it covers; the value is the exact string for a singular range or
 for a "safe" index (a singularity of the column's 1-dim tree that passes LCF), otherwise the common
 prefix of the range's first and last strings + "*" + the drawn index (e.g. `city_*37`).
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .columns import ColumnCodec, ColumnKind
+from .columns import ColumnCodec, ColumnKind, IntegerCodec
 from .forest import Forest
 from .harvest import Buckets, Harvester
 
@@ -66,7 +69,7 @@ class MicrodataBuilder:
             if codec.kind == ColumnKind.STRING:
                 series, drawn = self._strings(column, codec, lo, hi, null, rng)
             else:
-                drawn = np.where(lo == hi, lo, lo + rng.random(lo.size) * (hi - lo))
+                drawn = _draw_in_ranges(lo, hi, _grid_step(codec), rng)
                 drawn[null] = np.nan
                 series = codec.decode(drawn)
             floats[:, position] = drawn
@@ -105,3 +108,39 @@ class MicrodataBuilder:
             drawn, exact, first_index.astype(np.int64), last_index.astype(np.int64)
         )
         return series, drawn
+
+
+def _grid_step(codec: ColumnCodec) -> float | None:
+    """Spacing of the values the codec decodes to (it rounds to multiples of it), or None if continuous.
+
+    Booleans are left continuous: their decoder thresholds at 0.5 instead of rounding.
+    """
+    if isinstance(codec, IntegerCodec) or codec.kind == ColumnKind.INTEGER:
+        return 1.0
+    if codec.kind == ColumnKind.TIMESTAMP:
+        return float(codec.resolution_seconds)
+    return None
+
+
+# Beyond this many grid steps from 0 a float64 cannot tell neighbouring grid values apart.
+_GRID_LIMIT = 2.0**52
+
+
+def _draw_in_ranges(
+    lo: np.ndarray, hi: np.ndarray, step: float | None, rng: np.random.Generator
+) -> np.ndarray:
+    """A value per row in [lo, hi) (lo where lo == hi); on the codec's grid when it has one."""
+    uniform = rng.random(lo.size)
+    drawn = np.where(lo == hi, lo, lo + uniform * (hi - lo))
+    if step is None:
+        return drawn
+    with np.errstate(invalid="ignore"):
+        start, stop = lo / step, hi / step
+        # A range bound sitting on a grid value may be off by a few ulps after the division.
+        slack = np.maximum(1e-6, 8 * np.spacing(np.abs(stop)))
+        first = np.ceil(start - slack)
+        values_in_range = np.ceil(stop - slack) - first
+        on_grid = (lo != hi) & (values_in_range >= 1) & (np.abs(stop) < _GRID_LIMIT)
+    grid = (first + np.minimum(np.floor(uniform * values_in_range), values_in_range - 1)) * step
+    # Ranges holding no grid value (possible only at outlier-holding edge cells) keep the plain draw.
+    return np.where(on_grid, grid, drawn)

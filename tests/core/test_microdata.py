@@ -3,6 +3,7 @@ import pandas as pd
 from test_forest import make_forest
 
 from syndiffix_core.columns import encode_frame
+from syndiffix_core.harvest import Buckets
 from syndiffix_core.microdata import MicrodataBuilder
 
 
@@ -38,3 +39,28 @@ def test_nulls_come_back_as_nulls():
     share = data.values[0].isna().mean()
     assert 0.25 < share < 0.42
     assert np.isnan(data.floats[:, 0]).mean() == share
+
+
+def _draw_one_bucket(frame, low, high, count=4000):
+    builder = _builder(frame)
+    buckets = Buckets(np.array([[low]]), np.array([[high]]), np.array([count]), np.zeros(1, dtype=np.int64))
+    return builder.from_buckets((0,), buckets, np.random.default_rng(7)).values[0]
+
+
+def test_integer_values_are_drawn_evenly_inside_the_range():
+    # [12, 14) holds 12 and 13. A continuous draw rounded by the decoder would give 12 and 14 a
+    # quarter each and 13 half: 14 lies outside the range.
+    out = _draw_one_bucket(pd.DataFrame({"n": np.arange(10, 30)}), 12.0, 14.0)
+    shares = out.value_counts(normalize=True)
+    assert set(shares.index) == {12, 13}
+    assert abs(shares[12] - 0.5) < 0.05
+
+
+def test_timestamps_are_drawn_evenly_on_their_resolution_inside_the_range():
+    days = pd.Series(pd.date_range("2024-01-01", periods=30, freq="D"))
+    codecs, matrix = encode_frame(pd.DataFrame({"t": days}))
+    first = matrix[3, 0]  # 2024-01-04 in codec seconds
+    out = _draw_one_bucket(pd.DataFrame({"t": days}), first, first + 4 * 86_400.0)
+    shares = out.value_counts(normalize=True)
+    assert sorted(shares.index) == list(days[3:7])
+    assert shares.min() > 0.2
