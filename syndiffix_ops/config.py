@@ -330,6 +330,10 @@ class PipelineConfig(_Strict):
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
+        if _ENV_REFERENCE.fullmatch(url):
+            # The whole URL comes from one variable (a common way to keep credentials out of files):
+            # its shape can only be checked once it is resolved, in _resolved_url.
+            return url
         try:
             # Placeholders stand in for ${VAR}s so the URL's shape is checked without the secrets.
             make_url(_ENV_REFERENCE.sub("x", url))
@@ -407,7 +411,16 @@ class PipelineConfig(_Strict):
                     "which only the Airflow operator resolves; pass a SQLAlchemy URL or engine instead"
                 ]
             )
-        return interpolate_env(url, what=f"{self._file}: {side}", environ=environ)
+        resolved = interpolate_env(url, what=f"{self._file}: {side}", environ=environ)
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            make_url(resolved)
+        except ArgumentError:
+            # Name the variable, never echo its value: it may hold a password.
+            raise ConfigError([f"{self._file}: {side}: {url} does not hold a SQLAlchemy URL"]) from None
+        return resolved
 
     def config_hash(self) -> str:
         """SHA-256 of the validated config (not of the file's formatting), recorded in lineage."""

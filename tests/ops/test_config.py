@@ -98,6 +98,24 @@ def test_urls_interpolate_environment_variables_only_when_a_connection_is_made(t
         config.source_url(environ={})
 
 
+def test_a_url_taken_whole_from_one_variable_is_checked_when_resolved(tmp_path):
+    config = load_config(
+        write(
+            tmp_path,
+            GOOD.replace(
+                "postgresql+psycopg://reader:${SRC_PASSWORD}@db.internal:5432/sales", "${SOURCE_URL}"
+            ),
+        )
+    )
+    assert config.source == "${SOURCE_URL}"
+    assert config.source_url(environ={"SOURCE_URL": "sqlite:///x.db"}) == "sqlite:///x.db"
+    with pytest.raises(
+        ConfigError, match=r"source: \$\{SOURCE_URL\} does not hold a SQLAlchemy URL"
+    ) as error:
+        config.source_url(environ={"SOURCE_URL": "hunter2-not-a-url"})
+    assert "hunter2" not in str(error.value)
+
+
 def test_interpolation_replaces_every_reference():
     assert interpolate_env("${A}-${B}-${A}", what="x", environ={"A": "1", "B": "2"}) == "1-2-1"
 
