@@ -81,9 +81,7 @@ def run_reference(
     rows, columns = table.shape
     stored = cache / f"{rows}x{columns}-{salt}" if cache is not None else None
     if stored is not None and (stored / "seconds.json").exists():
-        return json.loads((stored / "seconds.json").read_text())["seconds"], read_back(
-            stored / "out.csv", schema
-        )
+        return json.loads((stored / "seconds.json").read_text()), read_back(stored / "out.csv", schema)
     source, schema_path = workdir / "in.csv", workdir / "schema.json"
     target = (stored or workdir) / "out.csv"
     target.parent.mkdir(parents=True, exist_ok=True)
