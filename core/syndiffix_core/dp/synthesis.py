@@ -258,13 +258,15 @@ def synthesize_records(
     keep_partial_records: bool = False,
     max_attempts: int = 4,
 ) -> tuple[np.ndarray, int]:
-    """(records, discarded): up to `number_of_records` rows of int32 attribute codes, and how many
-    partial records were thrown away.
+    """(records, discarded): `number_of_records` rows of int32 attribute codes, and how many partial
+    records were thrown away.
 
     A record that got stuck (some column had no value that the aggregates allow) is MISSING there. With
-    `keep_partial_records` it is kept as in the showcase; otherwise it is discarded, its values go back
-    to the pools and another record is drawn, up to `max_attempts` * number_of_records draws in all, so
-    the output may fall short of the target on very sparse aggregates (reported by the caller).
+    `keep_partial_records` it is kept as in the showcase. Otherwise it is discarded, its values go back
+    to the pools and another record is drawn, while that pays: up to `max_attempts` * number_of_records
+    draws in all, and only while at least 1 draw in 10 completes. Any shortfall is then filled with
+    partial records (wide tables with sparse aggregates cannot be completed without inventing a
+    combination the aggregates lack).
     """
     d = len(aggregates.cardinalities)
     r = aggregates.reporting_length
@@ -280,12 +282,12 @@ def synthesize_records(
     subsets_per_step = sum(math.comb(d - 1, j) for j in range(min(r - 1, d - 1) + 1))
     batch_size = max(16, _BATCH_CELLS // max(widest * subsets_per_step, 1))
     kept: list[np.ndarray] = []
-    produced = drawn = discarded = 0
+    spare_partial: list[np.ndarray] = []  # drawn partial records, the fallback when redrawing does not pay
+    produced = drawn = discarded = spare = 0
+    redraw = not keep_partial_records
     while produced < number_of_records and drawn < max_attempts * number_of_records:
         wanted = number_of_records - produced
-        size = min(
-            batch_size, wanted if keep_partial_records or not discarded else max(16, wanted + wanted // 8)
-        )
+        size = min(batch_size, max(16, wanted + wanted // 8) if redraw and discarded else wanted)
         codes = np.full((size, d), MISSING, dtype=np.int32)
         order = rng.permutation(d)
         for step, column in enumerate(order):
@@ -307,15 +309,27 @@ def synthesize_records(
                 # the pool of this column is spent: start it over (target row count beyond the aggregates)
                 remaining[column] += initial[column]
         drawn += size
-        if not keep_partial_records:
+        if redraw:
             partial = (codes == MISSING).any(axis=1)
             for column in range(d):
                 back = codes[partial, column]
                 remaining[column] += np.bincount(back[back >= 0], minlength=len(remaining[column]))
             discarded += int(partial.sum())
+            if spare < number_of_records:
+                spare_partial.append(codes[partial][: number_of_records - spare])
+                spare += len(spare_partial[-1])
             codes = codes[~partial]
+            if drawn >= 1000 and discarded > 0.9 * drawn:
+                # fewer than 1 in 10 draws completes: redrawing would cost 10x for little; keep partials
+                redraw = False
         codes = codes[:wanted]
         counts.record(codes)
         kept.append(codes)
         produced += len(codes)
+    if produced < number_of_records and spare_partial:
+        # out of attempts: fill up with partial records drawn earlier (their values go back to use)
+        fill = np.concatenate(spare_partial)[: number_of_records - produced]
+        discarded -= len(fill)
+        counts.record(fill)
+        kept.append(fill)
     return np.concatenate(kept) if kept else np.empty((0, d), dtype=np.int32), discarded
