@@ -167,3 +167,13 @@ def test_metadata_holds_only_dp_figures():
     assert meta["binning"] == {"a": {"kind": "exact", "released_attributes": 2}}  # not the 52 distinct values
     assert "rare" not in repr(meta)
     assert meta["epsilon_spent"] == pytest.approx(4.0) and meta["lengths"][0]["allowed_sensitivity"] == 1
+
+
+def test_sparse_wide_aggregates_fill_up_with_partial_records_never_with_absent_combinations():
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame({f"c{j}": rng.integers(0, 12, 4_000).astype(str) for j in range(8)})
+    result = synthesize_dp(frame, salt=b"s", table_identity="t", params=DpParams(epsilon=1, delta=1e-6))
+    assert len(result.frame) == result.target_records > 0
+    assert result.partial_records > 0  # completing them would need combinations the aggregates lack
+    assert result.frame.isna().to_numpy().sum() == (result.records == MISSING).sum()
+    assert_every_combination_is_reported(result)
