@@ -9,6 +9,7 @@ column, a value that does not parse as its declared type) is one line on stderr 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -246,6 +247,14 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
 
     progress = _Progress(args.verbose)
+    # --verbose also shows the engine's own notes (e.g. the clusters chosen; names only, never values).
+    log_handler = logging.StreamHandler(sys.stderr)
+    log_handler.setFormatter(logging.Formatter("syndiffix: %(message)s"))
+    engine_log = logging.getLogger("syndiffix_core")
+    previous_level = engine_log.level
+    if args.verbose:
+        engine_log.addHandler(log_handler)
+        engine_log.setLevel(logging.INFO)
     try:
         result = synthesize(
             table,
@@ -260,6 +269,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         )
     finally:
         progress.finish()
+        engine_log.removeHandler(log_handler)
+        engine_log.setLevel(previous_level)
     if args.output is not None:
         result.to_csv(args.output, index=False)
     else:

@@ -130,10 +130,13 @@ def test_reference_flags_change_the_parameters(people_csv):
 
 
 def test_verbose_prints_progress_and_parameters_on_stderr(people_csv, capsys, monkeypatch):
-    status, out, err = run([people_csv, *COLUMNS, "--verbose"], capsys, monkeypatch)
+    # Without --columns all six columns are synthesized (types detected), so the table is clustered.
+    status, out, err = run([people_csv, "--verbose"], capsys, monkeypatch)
     assert status == 0
     assert "synthesize" in err and "done" in err
     assert "ClusteringParams" in err
+    clusters = [line for line in err.splitlines() if "clusters (unsatisfied dependence" in line]
+    assert len(clusters) == 1 and "city" in clusters[0] and "person" in clusters[0]
     assert "cli-salt" not in err + out.splitlines()[0]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +14,8 @@ from syndiffix_core.clustering.ml import feature_clusters, select_features
 from syndiffix_core.clustering.solver import solve
 from syndiffix_core.errors import InvalidInputError
 from syndiffix_core.params import ClusteringParams
+
+LOG = logging.getLogger(__name__)
 
 # Tables this narrow are synthesized as one cluster: every pair of columns stays together, and the
 # 2^k - 1 trees of one cluster are still cheap.
@@ -76,6 +79,7 @@ def plan_table(
             max_weight=params.max_weight,
             patch_non_features=params.patch_non_features,
         )
+        LOG.info("ML clusters for target %r: %s", names[target], clusters.describe(names))
         return TablePlan(clusters, measured.entropies)
 
     builder = ClusterBuilder(
@@ -85,4 +89,10 @@ def plan_table(
         merge_threshold=params.merge_threshold,
         main_column=main,
     )
-    return TablePlan(solve(builder, alpha=params.solver_alpha, rng=rng), measured.entropies)
+    clusters = solve(builder, alpha=params.solver_alpha, rng=rng)
+    LOG.info(
+        "clusters (unsatisfied dependence %.3f): %s",
+        builder.unsatisfied_dependence(clusters),
+        clusters.describe(names),
+    )
+    return TablePlan(clusters, measured.entropies)
