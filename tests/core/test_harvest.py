@@ -75,3 +75,58 @@ def test_frequent_exact_values_keep_their_share_in_multi_dim_clusters():
         synthetic = synthesize(frame, salt=salt)["city"].value_counts(normalize=True)
         # without the rebalancing of exact values, refinement inflates the top value by ~+0.04 here
         assert abs(synthetic[original.index[0]] - original.iloc[0]) < 0.03
+
+
+def _compacted_stub_leaves():
+    """(forest, harvester, columns, pool entry, dimension) for every range that refinement compacted."""
+    rng = np.random.default_rng(3)
+    forest = make_forest(rng.normal(0, 1, (3000, 4)))
+    harvester = Harvester(forest)
+    found = []
+    for columns in [(1, 2, 3), (0, 1, 2, 3)]:
+        pool = harvester.pool(columns)
+        low, high = harvester.regions(columns)
+        for entry, dim in zip(*np.nonzero((low != pool.low) | (high != pool.high)), strict=True):
+            found.append((forest, harvester, columns, int(entry), int(dim)))
+    return found
+
+
+def test_stub_leaf_ranges_drop_the_half_that_fails_lcf():
+    compacted = _compacted_stub_leaves()
+    assert compacted, "the data set must hold stub leaves with a low-count half"
+    for forest, harvester, columns, entry, dim in compacted:
+        pool = harvester.pool(columns)
+        tree = forest.tree(columns)
+        depth, node = pool.depth[entry], pool.node[entry]
+        assert tree.levels[depth].stub[node] and not tree.levels[depth].branch[node]
+        values = forest.values[:, list(columns)]
+        node_cell = tree.cells(depth, values[[tree.levels[depth].rep_row[node]]])[0]
+        cells = tree.cells(depth + 1, values)
+        in_node = np.all(np.floor(cells / 2) == node_cell, axis=1)
+        middle = (pool.low[entry, dim] + pool.high[entry, dim]) / 2
+        low, high = (bounds[entry, dim] for bounds in harvester.regions(columns))
+        kept_upper = low == middle
+        assert kept_upper or high == middle
+        upper = cells[:, dim] % 2 == 1
+        for half_rows, expect_low in (
+            (in_node & (upper != kept_upper), True),
+            (in_node & (upper == kept_upper), False),
+        ):
+            rows = np.flatnonzero(half_rows)
+            counts = forest.anonymizer.count_nodes(
+                forest.entities, rows, np.zeros(1, np.int64), np.zeros(1, np.uint64)
+            )
+            assert bool(counts.lcf_low[0]) == expect_low
+
+
+def test_refined_rows_of_a_compacted_stub_leaf_stay_in_the_kept_half():
+    compacted = _compacted_stub_leaves()
+    assert compacted
+    for _, harvester, columns, entry, dim in compacted:
+        pool = harvester.pool(columns)
+        low, high = (bounds[entry, dim] for bounds in harvester.regions(columns))
+        buckets = harvester.harvest(columns)
+        mine = buckets.origin == pool.origin[entry]
+        assert buckets.count[mine].sum() == pool.count[entry]
+        assert np.all(buckets.low[mine, dim] >= low) and np.all(buckets.high[mine, dim] <= high)
+        assert np.all(buckets.low[mine, dim] < high)
