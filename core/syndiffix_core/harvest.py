@@ -16,9 +16,7 @@ of the lower-dim tree with X's ranges minus dimension i), drawn count-weighted f
 entries originating under the subnode (a preorder interval), and its missing dimension i from a
 sub-bucket of another subnode. A drawn entry that is itself a placeholder is concretized the same
 way, recursively (only the one needed dimension for the missing-dimension draw). A missing subnode,
-or one without entries, contributes X's own ranges. Singular dimensions of X keep X's point. A stub
-leaf's ranges are first compacted (`regions`): a half failing LCF is dropped when the other passes.
-The reference's smallest-hull intersection is deliberately left out (measured worse, docs/engine.md).
+or one without entries, contributes X's own ranges. Singular dimensions of X keep X's point.
 This keeps every pool O(nodes) instead of O(rows), for every lower-dim tree. After concretizing,
 frequent exact values that refinement over-draws are thinned back towards their 1-dim counts
 (`_rebalance_exact_values`).
@@ -116,7 +114,6 @@ class Harvester:
         self._sub_range_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
         self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
-        self._region_cache: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:
@@ -279,8 +276,8 @@ class Harvester:
         result.count = rounded[keep]
         return result
 
-    def _draw_refined(self, columns, entries, rng):
-        """A refined bucket per placeholder `entries` of a pool, before its region is applied."""
+    def _concretize(self, columns, entries, rng):
+        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool."""
         pool = self.pool(columns)
         k = len(columns)
         low, high = pool.low[entries], pool.high[entries]
@@ -297,33 +294,8 @@ class Harvester:
             self._assign(low, high, rows, i, dim_low, dim_high)
         return low, high
 
-    def _concretize(self, columns, entries, rng, rounds: int = 3):
-        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries`, in its region.
-
-        Draws that miss the placeholder's region (`regions`) are dropped and drawn again (a few
-        rounds); every draw is then cut to the region (the region itself where it still misses).
-        """
-        region_low, region_high = (bounds[entries] for bounds in self.regions(columns))
-        low, high = self._draw_refined(columns, entries, rng)
-        for _ in range(rounds):
-            outside = np.flatnonzero(~_meets(low, high, region_low, region_high).all(axis=1))
-            if outside.size == 0:
-                break
-            low[outside], high[outside] = self._draw_refined(columns, entries[outside], rng)
-        return _cut_to(low, high, region_low, region_high)
-
-    def _concretize_dimension(self, columns, entries, dim, rng, rounds: int = 3):
+    def _concretize_dimension(self, columns, entries, dim, rng):
         """Only dimension `dim` of a refined bucket per placeholder entry: (low, high) of shape (m,)."""
-        region_low, region_high = (bounds[entries, dim] for bounds in self.regions(columns))
-        low, high = self._draw_refined_dimension(columns, entries, dim, rng)
-        for _ in range(rounds):
-            outside = np.flatnonzero(~_meets(low, high, region_low, region_high))
-            if outside.size == 0:
-                break
-            low[outside], high[outside] = self._draw_refined_dimension(columns, entries[outside], dim, rng)
-        return _cut_to(low, high, region_low, region_high)
-
-    def _draw_refined_dimension(self, columns, entries, dim, rng):
         pool = self.pool(columns)
         k = len(columns)
         low, high = pool.low[entries, dim], pool.high[entries, dim]
@@ -396,84 +368,6 @@ class Harvester:
             low[found[lazy]], high[found[lazy]] = sub_low, sub_high
         return low, high
 
-    def regions(self, columns) -> tuple[np.ndarray, np.ndarray]:
-        """Per pool entry (low, high) of shape (n, k): where its rows are drawn.
-
-        The entry's ranges, except for stub leaves to refine: there a half of a range that fails LCF
-        (while the other half passes) is dropped, as the reference's compaction does.
-        """
-        columns = tuple(sorted(columns))
-        if columns not in self._region_cache:
-            self._region_cache[columns] = self._compacted_ranges(columns)
-        return self._region_cache[columns]
-
-    def _compacted_ranges(self, columns) -> tuple[np.ndarray, np.ndarray]:
-        """Per pool entry its ranges (n, k); for stub leaves to refine, compacted by one halving.
-
-        Per non-singular dimension of a stub leaf, the node's rows are split at the middle of its
-        range; a half failing LCF is dropped when the other half passes. LCF is the anonymizer's
-        noisy-threshold decision on the half's entities (as for any bucket), never a true count.
-        """
-        pool = self.pool(columns)
-        low, high = pool.low.copy(), pool.high.copy()
-        lazy = np.flatnonzero(pool.placeholder)
-        k = len(columns)
-        if k == 1 or lazy.size == 0:
-            return low, high
-        tree = self.forest.tree(columns)
-        depth, node = pool.depth[lazy], pool.node[lazy]
-        stub_leaf = np.zeros(lazy.size, dtype=bool)
-        for d in np.unique(depth):
-            at = depth == d
-            level = tree.levels[d]
-            stub_leaf[at] = level.stub[node[at]] & ~level.branch[node[at]]
-        if not stub_leaf.any():
-            return low, high
-        # Cells of every row at the deepest level needed; shallower cells are right shifts of them.
-        top = int(depth[stub_leaf].max()) + 1
-        cells = tree.cells(top, self.forest.values[:, list(columns)]).astype(np.uint64)
-        group_rows, group_ids = [], []
-        for d in np.unique(depth[stub_leaf]):
-            entries = lazy[stub_leaf & (depth == d)]
-            node_cells = cells[tree.levels[d].rep_row[pool.node[entries]]] >> np.uint64(top - d)
-            # Cheap pre-filter on dimension 0 (at most 2**20 cells) before matching full cell keys.
-            bits = min(int(d), 20)
-            table = np.zeros(1 << bits, dtype=bool)
-            table[(node_cells[:, 0] >> np.uint64(d - bits)).astype(np.int64)] = True
-            candidates = np.flatnonzero(table[(cells[:, 0] >> np.uint64(top - bits)).astype(np.int64)])
-            # A row belongs to the node whose depth-d cell it shares; the last bit of its depth-(d+1)
-            # cell says which half of the node's range it lies in.
-            row_cells = cells[candidates] >> np.uint64(top - d - 1)
-            row_key = _cell_key(row_cells >> np.uint64(1), d)
-            node_key = _cell_key(node_cells, d)
-            order = np.argsort(node_key)
-            position = np.clip(np.searchsorted(node_key[order], row_key), 0, entries.size - 1)
-            matched = np.flatnonzero(node_key[order][position] == row_key)
-            rows, row_cells = candidates[matched], row_cells[matched]
-            row_entry = order[position[matched]]
-            # Half-groups: (entry, dimension, half), numbered globally so that one anonymizer call
-            # decides them all.
-            half = (row_cells & np.uint64(1)).astype(np.int64)
-            group_rows.append(np.repeat(rows, k))
-            group_ids.append(((entries[row_entry, None] * k + np.arange(k)) * 2 + half).ravel())
-        rows, group = np.concatenate(group_rows), np.concatenate(group_ids)
-        sort = np.argsort(group, kind="stable")
-        groups, starts = np.unique(group[sort], return_index=True)
-        counts = self.forest.anonymizer.count_nodes(
-            self.forest.entities, rows[sort], starts, np.zeros(groups.size, np.uint64)
-        )
-        half_low = np.ones((pool.size, k, 2), dtype=bool).reshape(-1)
-        half_low[groups] = counts.lcf_low
-        half_low = half_low.reshape(pool.size, k, 2)
-        lower_low, upper_low = half_low[..., 0], half_low[..., 1]
-        middle = (low + high) / 2
-        ranged = low != high
-        drop_lower = ranged & lower_low & ~upper_low
-        drop_upper = ranged & upper_low & ~lower_low
-        low = np.where(drop_lower, middle, low)
-        high = np.where(drop_upper, middle, high)
-        return low, high
-
     def _sub_ranges(self, columns, drop) -> tuple[np.ndarray, np.ndarray]:
         """Per entry of the pool: [start, stop) of the sub-pool entries under the entry's subnode."""
         key = (columns, drop)
@@ -516,32 +410,6 @@ def _lookup(keys: np.ndarray, table_values: np.ndarray, table_counts: np.ndarray
     position = np.clip(np.searchsorted(table_values, keys), 0, table_values.size - 1)
     found = table_values[position] == keys
     return np.where(found, table_counts[position], 0.0), found
-
-
-def _cell_key(cells: np.ndarray, depth: int) -> np.ndarray:
-    """One uint64 per row of (n, k) cell coordinates at `depth` (k * depth <= 63 bits)."""
-    key = np.zeros(cells.shape[0], dtype=np.uint64)
-    for j in range(cells.shape[1]):
-        key |= cells[:, j] << np.uint64(depth * j)
-    return key
-
-
-def _meets(low, high, region_low, region_high) -> np.ndarray:
-    """Whether each range [low, high) meets the region [region_low, region_high) (points: low == high)."""
-    point, region_point = low == high, region_low == region_high
-    return np.where(
-        region_point,
-        (low <= region_low) & ((region_low < high) | (low == region_low)),
-        np.where(point, (low >= region_low) & (low < region_high), (low < region_high) & (high > region_low)),
-    )
-
-
-def _cut_to(low, high, region_low, region_high):
-    """Ranges intersected with the region; the region itself where they do not meet it."""
-    meets = _meets(low, high, region_low, region_high)
-    cut_low = np.where(meets, np.maximum(low, region_low), region_low)
-    cut_high = np.where(meets, np.minimum(high, region_high), region_high)
-    return cut_low, cut_high
 
 
 def _round_carrying(values: np.ndarray) -> np.ndarray:
