@@ -36,7 +36,7 @@ def get_provider_info() -> dict:
         "operators": [
             {
                 "integration-name": "SynDiffix",
-                "python-modules": ["syndiffix_ops.airflow.operators"],
+                "python-modules": ["syndiffix_ops.airflow.operators", "syndiffix_ops.airflow.risk_operator"],
             }
         ],
     }

@@ -4,6 +4,7 @@ naming the broken file and field, and the metadata DB keeping the valid DAGs sch
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import shutil
 import textwrap
 from pathlib import Path
@@ -182,7 +183,17 @@ def test_the_provider_info_satisfies_airflows_schema(airflow_env):
     schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
     info = get_provider_info()
     jsonschema.validate(info, schema)
-    assert info["operators"][0]["python-modules"] == ["syndiffix_ops.airflow.operators"]
+    modules = info["operators"][0]["python-modules"]
+    assert modules == ["syndiffix_ops.airflow.operators", "syndiffix_ops.airflow.risk_operator"]
+    # Every module Airflow is told about must import and hold an operator.
+    from airflow.models import BaseOperator
+
+    for module in modules:
+        imported = importlib.import_module(module)
+        assert any(
+            isinstance(obj, type) and issubclass(obj, BaseOperator) and obj.__module__ == module
+            for obj in vars(imported).values()
+        ), module
     # Airflow finds it through the installed entry point, as every Airflow process does on start-up.
     from airflow.providers_manager import ProvidersManager
 
