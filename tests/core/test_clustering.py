@@ -142,3 +142,60 @@ def test_dependence_is_measured_on_a_sample_drawn_from_the_generator():
     other = measure_dependence(values, sample_size=500, rng=np.random.default_rng(6))
     assert np.array_equal(first.dependence, again.dependence)
     assert not np.array_equal(first.dependence, other.dependence)
+
+
+def _tree_walk_dependence(x: np.ndarray, y: np.ndarray) -> float:
+    """Independent oracle: the §2.8 walk over explicit row sets of the 1-dim trees and of the 2-dim tree,
+    whose nodes split only when they hold at least 3 rows that are not all one point."""
+    from syndiffix_core.forest import snap_range
+
+    n = len(x)
+    scores: list[tuple[float, float]] = []
+
+    def halves(rows, values, low, size):
+        middle = low + size / 2
+        return [(rows[values[rows] < middle], low), (rows[values[rows] >= middle], middle)]
+
+    def walk(xy, xs, x_low, x_size, ys, y_low, y_size):
+        if len(xs) < 15 or len(ys) < 15:
+            return
+        actual = 0 if xy is None else len(xy)
+        expected = len(xs) * len(ys) / n
+        scores.append((abs(expected - actual) / max(expected, actual), expected))
+        x_single, y_single = np.ptp(x[xs]) == 0, np.ptp(y[ys]) == 0
+        if x_single and y_single:
+            return
+        xy_splits = xy is not None and len(xy) >= 3 and (np.ptp(x[xy]) > 0 or np.ptp(y[xy]) > 0)
+        x_children = [(xs, x_low)] if x_single else halves(xs, x, x_low, x_size)
+        y_children = [(ys, y_low)] if y_single else halves(ys, y, y_low, y_size)
+        for x_rows, x_child_low in x_children:
+            for y_rows, y_child_low in y_children:
+                child = np.intersect1d(np.intersect1d(xy, x_rows), y_rows) if xy_splits else None
+                walk(
+                    child,
+                    x_rows,
+                    x_child_low,
+                    x_size if x_single else x_size / 2,
+                    y_rows,
+                    y_child_low,
+                    y_size if y_single else y_size / 2,
+                )
+
+    rows = np.arange(n)
+    walk(rows, rows, *snap_range(x.min(), x.max()), rows, *snap_range(y.min(), y.max()))
+    below_root = scores[1:]
+    return sum(s * e for s, e in below_root) / sum(e for _, e in below_root)
+
+
+def test_dependence_matches_a_walk_of_the_two_dim_tree_that_stops_at_small_and_single_point_nodes():
+    rng = np.random.default_rng(3)
+    n = 600
+    x = rng.integers(0, 64, n).astype(float)
+    x[:5], x[5:10] = 0, 63  # both ends populated: no root push-down
+    y = np.clip(x + rng.integers(-6, 7, n), 0, 63)
+    y[:5], y[5:10] = 0, 63
+    # A repeated point: a 2-dim node of one point never splits although its 1-dim nodes do.
+    x[10:60], y[10:60] = 20.0, 40.0
+    values = np.column_stack([x, y])
+    measured = measure_dependence(values, sample_size=0, rng=np.random.default_rng(0)).dependence[0, 1]
+    assert measured == pytest.approx(_tree_walk_dependence(x, y), rel=1e-9)

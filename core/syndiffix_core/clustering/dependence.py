@@ -75,7 +75,14 @@ class _Levels:
     range threshold are kept per level, numbered densely: ``node_of_row`` (-1 for rows in smaller
     nodes), ``count`` and ``carried`` (the node was already there, unsplit, one level up)."""
 
-    def __init__(self, node_of_row: list[np.ndarray], count: list[np.ndarray], carried: list[np.ndarray]):
+    def __init__(
+        self,
+        values: np.ndarray,
+        node_of_row: list[np.ndarray],
+        count: list[np.ndarray],
+        carried: list[np.ndarray],
+    ):
+        self.values = values
         self.node_of_row = node_of_row
         self.count = count
         self.carried = carried
@@ -98,7 +105,7 @@ class _Levels:
             node_of_row.append(rows)
             count.append(counts[kept].astype(float))
             carried.append(was_carried[kept])
-        return cls(node_of_row, count, carried)
+        return cls(column, node_of_row, count, carried)
 
 
 def _tree_levels(ordered: np.ndarray, split_threshold: int):
@@ -172,6 +179,8 @@ def _pair_dependence(x: _Levels, y: _Levels) -> float:
     if num_rows < RANGE_THRESHOLD:
         return 0.0
     weighted_score = total_expected = 0.0
+    # Whether the row's 2-dim node one level up was split (the root always is, unless it is one point).
+    parent_split = np.full(num_rows, _splits(np.zeros(num_rows, dtype=np.int64), x.values, y.values)[0])
     for level in range(1, max(x.depth, y.depth) + 1):
         lx, ly = min(level, x.depth), min(level, y.depth)
         count_x, count_y = x.count[lx], y.count[ly]
@@ -187,9 +196,28 @@ def _pair_dependence(x: _Levels, y: _Levels) -> float:
         cell = np.where(x.node_of_row[lx] < 0, len(count_x), x.node_of_row[lx]) * width + np.where(
             y.node_of_row[ly] < 0, len(count_y), y.node_of_row[ly]
         )
-        actual = np.bincount(cell, minlength=(len(count_x) + 1) * width).reshape(-1, width)[:-1, :-1]
+        cells = (len(count_x) + 1) * width
+        # A 2-dim node below the split floor or holding one point is a leaf: its children, and so every
+        # deeper pair under it, hold no rows (as a walk of the 2-dim tree finds them).
+        actual = np.bincount(cell, weights=parent_split, minlength=cells).reshape(-1, width)[:-1, :-1]
+        parent_split = _splits(cell, x.values, y.values)[cell]
         expected = count_x[:, None] * count_y[None, :] / num_rows
         score = np.abs(expected - actual) / np.maximum(expected, actual)
         weighted_score += float((score * expected)[visited].sum())
         total_expected += float(expected[visited].sum())
     return weighted_score / total_expected if total_expected > 0 else 0.0
+
+
+def _splits(cell: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per 2-dim node (``cell`` of every row): whether the 2-dim tree splits it, i.e. it holds at least
+    ``LOW_COUNT_THRESHOLD`` rows (the sampling forest's low-count filter) and not a single (x, y) point."""
+    cells = int(cell.max()) + 1
+    count = np.bincount(cell, minlength=cells)
+    single = np.ones(cells, dtype=bool)
+    for values in (x, y):
+        low = np.full(cells, np.inf)
+        high = np.full(cells, -np.inf)
+        np.minimum.at(low, cell, values)
+        np.maximum.at(high, cell, values)
+        single &= low == high
+    return (count >= LOW_COUNT_THRESHOLD) & ~single
