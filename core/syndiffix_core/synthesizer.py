@@ -6,6 +6,8 @@ cluster (harvest + microdata) -> assemble -> decode -> shuffle deterministically
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +27,7 @@ from .stitching import Microtable
 from .stitching import assemble as assemble_clusters
 
 Progress = Callable[[str, float], None]
+LOG = logging.getLogger(__name__)
 
 # 2^k - 1 trees per cluster: beyond this many columns a single cluster is not practical.
 MAX_SINGLE_CLUSTER_COLUMNS = 12
@@ -41,6 +44,29 @@ class SynthesisContext:
     salt: Salt
     clustering: ClusteringParams
     target_column: str | None
+    clock: _StageClock | None = None
+
+
+class _StageClock:
+    """Wall and CPU seconds per stage, logged at DEBUG level on `syndiffix_core.synthesizer` (the record
+    carries `stage`, `wall_s` and `cpu_s` for tools such as bench/bench_wide.py; column names only)."""
+
+    def __init__(self):
+        self.enabled = LOG.isEnabledFor(logging.DEBUG)
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def lap(self, stage: str) -> None:
+        if not self.enabled:
+            return
+        wall, cpu = time.perf_counter(), time.process_time()
+        LOG.debug(
+            "stage %s: %.2f s wall, %.2f CPU-s",
+            stage,
+            wall - self.wall,
+            cpu - self.cpu,
+            extra={"stage": stage, "wall_s": wall - self.wall, "cpu_s": cpu - self.cpu},
+        )
+        self.wall, self.cpu = wall, cpu
 
 
 def synthesize(
@@ -62,11 +88,13 @@ def synthesize(
     if len(data) == 0:
         return data.iloc[0:0].reset_index(drop=True)
     report("encode", 0.0)
+    clock = _StageClock()
     codecs, matrix = encode_frame(data, column_kinds)
     entities = _entities(data, aid_frame, secret)
     anonymization = anonymization or AnonymizationParams()
     bucketization = bucketization or BucketizationParams()
     anonymizer = CountAnonymizer(anonymization, bucketization, secret)
+    clock.lap("encode")
     report("forest", 0.1)
     forest = Forest(matrix, [str(c) for c in data.columns], entities, anonymizer, bucketization, secret)
     del matrix
@@ -78,10 +106,19 @@ def synthesize(
         salt=secret,
         clustering=clustering or ClusteringParams(),
         target_column=target_column,
+        clock=clock,
     )
+    clock.lap("forest")
     report("clustering", 0.15)
     plan = plan_clusters(context)
+    clock.lap("clustering")
     report("synthesize", 0.2)
+
+    def on_progress(stage: str, fraction: float) -> None:
+        if stage.endswith("stitched"):
+            clock.lap(stage.replace("cluster", "stitch", 1).replace(" stitched", ""))
+        report(stage, 0.2 + 0.7 * fraction)
+
     table = assemble_clusters(
         plan.clusters,
         lambda columns: _materialize(context, columns, release=len(plan.clusters.derived) > 0),
@@ -89,10 +126,11 @@ def synthesize(
         rng=context.salt.rng("stitch", *map(str, context.data.columns)),
         column_ranges={j: context.forest.column_range(j) for j in range(context.forest.dims)},
         null_values=dict(enumerate(context.forest.null_values.tolist())),
-        progress=lambda stage, fraction: report(stage, 0.2 + 0.7 * fraction),
+        progress=on_progress,
     )
     report("assemble", 0.9)
     result = assemble(context, table)
+    clock.lap("assemble")
     report("done", 1.0)
     return result
 
@@ -129,6 +167,8 @@ def _materialize(context: SynthesisContext, columns: tuple[int, ...], *, release
     trees are rebuilt identically (everything is seeded), so a wide table holds one cluster's trees at a
     time instead of all of them (1M x 10: 2.2 GiB -> one cluster's worth)."""
     microdata = context.microdata.materialize(columns)
+    if context.clock is not None:
+        context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
     if release:
         forest = context.forest
         forest.trees = {key: tree for key, tree in forest.trees.items() if len(key) == 1}
