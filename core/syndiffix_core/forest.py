@@ -35,18 +35,19 @@ MAX_DEPTH = 62
 # Cells of multi-dim trees are cut from each column's cells at this depth (k >= 2 -> depth <= 31).
 CELL_BITS = 31
 _UNIT_MAX = 1.0 - 2.0**-53
-_SPREAD_TABLES: dict[int, np.ndarray] = {}
+_SPREAD_TABLES: dict[tuple[int, int], np.ndarray] = {}
 
 
-def _spread_table(k: int) -> np.ndarray:
-    """Byte -> its 8 bits spread out with stride k (for interleaving cell bits)."""
-    if k not in _SPREAD_TABLES:
-        byte = np.arange(256, dtype=np.uint64)
-        table = np.zeros(256, dtype=np.uint64)
-        for bit in range(8):
-            table |= ((byte >> np.uint64(bit)) & np.uint64(1)) << np.uint64(bit * k)
-        _SPREAD_TABLES[k] = table
-    return _SPREAD_TABLES[k]
+def _spread_table(k: int, shift: int) -> np.ndarray:
+    """16-bit chunk -> its bits spread out with stride k, shifted left by `shift` (bits past 63 dropped)."""
+    if (k, shift) not in _SPREAD_TABLES:
+        chunk = np.arange(1 << 16, dtype=np.uint64)
+        table = np.zeros(1 << 16, dtype=np.uint64)
+        for bit in range(16):
+            if bit * k + shift < 64:
+                table |= ((chunk >> np.uint64(bit)) & np.uint64(1)) << np.uint64(bit * k + shift)
+        _SPREAD_TABLES[k, shift] = table
+    return _SPREAD_TABLES[k, shift]
 
 
 def snap_range(low: float, high: float) -> tuple[float, float]:
@@ -464,11 +465,15 @@ def _morton_code(cells: list[np.ndarray], depth: int) -> np.ndarray:
     so sorting rows by the code puts every node's rows (at every depth) into one contiguous run.
     """
     k = len(cells)
-    table = _spread_table(k)
-    code = np.zeros(cells[0].size, dtype=np.uint64)
+    code = None
     for j in range(k):
-        cell = (cells[j] >> np.uint32(CELL_BITS - depth)).astype(np.uint64)
-        for byte in range((depth + 7) // 8):
-            spread = table[(cell >> np.uint64(8 * byte)) & np.uint64(255)]
-            code |= spread << np.uint64(8 * byte * k + (k - 1 - j))
+        cell = cells[j] >> np.uint32(CELL_BITS - depth)
+        # One table lookup per 16 bits of the cell (depth <= 31: at most two).
+        chunks = [cell] if depth <= 16 else [cell & np.uint32(0xFFFF), cell >> np.uint32(16)]
+        for number, chunk in enumerate(chunks):
+            spread = _spread_table(k, 16 * number * k + (k - 1 - j))[chunk]
+            if code is None:
+                code = spread
+            else:
+                code |= spread
     return code
