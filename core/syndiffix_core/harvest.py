@@ -159,18 +159,20 @@ class Harvester:
         (target - emitted) / drawn, else they are drawn again; a few rounds, each re-measuring the
         draws. Only anonymized counts are used.
         """
+        # Which dimensions of each refined row are open ranges does not change between rounds.
+        open_range = pool.low[expanded] != pool.high[expanded]
         for _ in range(rounds):
             rejected = np.zeros(expanded.size, dtype=bool)
             for j in range(len(columns)):
-                table = self._exact_value_acceptance(columns, pool, expanded, low, high, j)
-                if table is None:
+                # Refined rows that drew an exact value in dimension j.
+                rows = np.flatnonzero(open_range[:, j] & (low[:, j] == high[:, j]))
+                if rows.size == 0:
                     continue
-                values, keep = table
-                drawn = low[:, j]
-                refined = pool.low[expanded, j] != pool.high[expanded, j]
-                position = np.clip(np.searchsorted(values, drawn), 0, values.size - 1)
-                rows = np.flatnonzero(refined & (drawn == high[:, j]) & (values[position] == drawn))
-                rejected[rows[rng.random(rows.size) >= keep[position[rows]]]] = True
+                drawn = low[rows, j]
+                values, counts = np.unique(drawn, return_counts=True)
+                keep = self._exact_value_acceptance(columns, pool, values, counts, j)
+                position = np.searchsorted(values, drawn)
+                rejected[rows[rng.random(rows.size) >= keep[position]]] = True
             redraw = np.flatnonzero(rejected)
             if redraw.size == 0:
                 return
@@ -201,13 +203,9 @@ class Harvester:
             )
         return self._target_cache[key]
 
-    def _exact_value_acceptance(self, columns, pool, expanded, low, high, j):
-        """(sorted exact values drawn by refined rows in dimension j, probability to keep each)."""
-        open_range = pool.low[expanded, j] != pool.high[expanded, j]
-        drawn_exact = open_range & (low[:, j] == high[:, j])
-        if not drawn_exact.any():
-            return None
-        values, drawn = np.unique(low[drawn_exact, j], return_counts=True)
+    def _exact_value_acceptance(self, columns, pool, values, drawn, j):
+        """Probability to keep each of the sorted exact `values` that refined rows drew `drawn` times in
+        dimension j."""
         target_values, target_counts, emitted_values, emitted_counts = self._exact_value_targets(
             columns, pool, j
         )
@@ -215,8 +213,7 @@ class Harvester:
         emitted, _ = _lookup(values, emitted_values, emitted_counts)
         # Over-drawn values are thinned to their target; under-drawn ones gain from the redraws.
         # Values that are no 1-dim singularity have no target and are left alone.
-        keep = np.where(known, np.clip(np.maximum(target - emitted, 0.0) / drawn, 0.0, 1.0), 1.0)
-        return values, keep
+        return np.where(known, np.clip(np.maximum(target - emitted, 0.0) / drawn, 0.0, 1.0), 1.0)
 
     def _harvest(self, tree: Tree) -> Buckets:
         # Buckets are created once (stored in `parts`); what travels up the levels is only
@@ -304,17 +301,18 @@ class Harvester:
             rows = np.flatnonzero(donors == donor)
             if rows.size:
                 dim_low, dim_high = self._draw_dimension(columns, dim, donor, entries[rows], rng)
-                keep = low[rows] == high[rows]
-                low[rows] = np.where(keep, low[rows], dim_low)
-                high[rows] = np.where(keep, high[rows], dim_high)
+                change = low[rows] != high[rows]
+                low[rows[change]] = dim_low[change]
+                high[rows[change]] = dim_high[change]
         return low, high
 
     @staticmethod
     def _assign(low, high, rows, dim, new_low, new_high):
         """Narrow dimension `dim` of `rows` to a drawn sub-range, except where the node is singular."""
-        keep = low[rows, dim] == high[rows, dim]
-        low[rows, dim] = np.where(keep, low[rows, dim], new_low)
-        high[rows, dim] = np.where(keep, high[rows, dim], new_high)
+        change = low[rows, dim] != high[rows, dim]
+        target = rows[change]
+        low[target, dim] = new_low[change]
+        high[target, dim] = new_high[change]
 
     def _draw_entries(self, columns, drop, entries, rng):
         """Count-weighted draw of one sub-pool entry under each placeholder's subnode `drop`.
