@@ -71,7 +71,14 @@ def assemble(
         right = materialize(cluster.all_columns)
         if cluster.stitch_columns:
             table = stitch(
-                table, right, cluster.stitch_columns, entropies=entropies, owner=cluster.owner, rng=rng
+                table,
+                right,
+                cluster.stitch_columns,
+                entropies=entropies,
+                owner=cluster.owner,
+                column_ranges=column_ranges,
+                null_values=null_values,
+                rng=rng,
             )
         else:
             table = patch(table, right, rng=rng)
