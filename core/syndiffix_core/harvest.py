@@ -24,6 +24,7 @@ frequent exact values that refinement over-draws are thinned back towards their 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,6 +115,15 @@ class Harvester:
         self._sub_range_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
         self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
+
+    def release(self, keep: Callable[[tuple[int, ...]], bool]) -> None:
+        """Drop the cached pools and lookups of every tree whose columns `keep` rejects."""
+        for cache in (self._pools, self._preorders, self._cumulative_cache):
+            for columns in [c for c in cache if not keep(c)]:
+                del cache[columns]
+        for cache in (self._sub_range_cache, self._target_cache):
+            for key in [key for key in cache if not keep(key[0])]:
+                del cache[key]
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:

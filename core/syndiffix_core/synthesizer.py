@@ -19,7 +19,6 @@ from .clustering.plan import TablePlan, plan_table
 from .columns import ColumnKind, encode_frame
 from .errors import InvalidInputError
 from .forest import Forest
-from .harvest import Harvester
 from .microdata import Microdata, MicrodataBuilder
 from .noise import Salt, row_content_hashes
 from .params import AnonymizationParams, BucketizationParams, ClusteringParams
@@ -113,6 +112,9 @@ def synthesize(
     plan = plan_clusters(context)
     clock.lap("clustering")
     report("synthesize", 0.2)
+    pending = None
+    if plan.clusters.derived:
+        pending = [tuple(columns) for columns in plan.clusters.all_clusters()]
 
     def on_progress(stage: str, fraction: float) -> None:
         if stage.endswith("stitched"):
@@ -121,7 +123,7 @@ def synthesize(
 
     table = assemble_clusters(
         plan.clusters,
-        lambda columns: _materialize(context, columns, release=len(plan.clusters.derived) > 0),
+        lambda columns: _materialize(context, columns, pending=pending),
         entropies=plan.entropies,
         rng=context.salt.rng("stitch", *map(str, context.data.columns)),
         column_ranges={j: context.forest.column_range(j) for j in range(context.forest.dims)},
@@ -161,18 +163,28 @@ def assemble(context: SynthesisContext, table: Microtable) -> pd.DataFrame:
     return frame.iloc[shuffle].reset_index(drop=True)
 
 
-def _materialize(context: SynthesisContext, columns: tuple[int, ...], *, release: bool) -> Microtable:
-    """One cluster's microdata. With several clusters, the cluster's multi-column trees and harvest
-    caches are released afterwards: later clusters share at most their stitch columns with it, whose few
-    trees are rebuilt identically (everything is seeded), so a wide table holds one cluster's trees at a
-    time instead of all of them (1M x 10: 2.2 GiB -> one cluster's worth)."""
+def _materialize(
+    context: SynthesisContext, columns: tuple[int, ...], *, pending: list[tuple[int, ...]] | None
+) -> Microtable:
+    """One cluster's microdata. With several clusters (`pending`: the clusters not materialized yet,
+    this one included), the trees and harvest caches that no later cluster uses are released
+    afterwards, so a wide table holds about one cluster's trees at a time instead of all of them
+    (1M x 10: 2.2 GiB -> one cluster's worth). Trees over columns that a later cluster shares with
+    this one (its stitch columns) are kept instead of being rebuilt (they would come out identical:
+    everything is seeded)."""
     microdata = context.microdata.materialize(columns)
     if context.clock is not None:
         context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
-    if release:
+    if pending is not None:
+        pending.remove(tuple(columns))
+        later = [set(cluster) for cluster in pending]
+
+        def used_later(key: tuple[int, ...]) -> bool:
+            return len(key) == 1 or any(set(key) <= cluster for cluster in later)
+
         forest = context.forest
-        forest.trees = {key: tree for key, tree in forest.trees.items() if len(key) == 1}
-        context.microdata.harvester = Harvester(forest)
+        forest.trees = {key: tree for key, tree in forest.trees.items() if used_later(key)}
+        context.microdata.harvester.release(used_later)
     return _microtable(microdata)
 
 
