@@ -264,7 +264,7 @@ class Forest:
                 break
             split_nodes = np.flatnonzero(level.branch)
             starts, ends, parents, child_bits = self._children_runs(
-                layout.code, starts[split_nodes], ends[split_nodes], split_nodes, depth, code_levels, k
+                layout, starts[split_nodes], ends[split_nodes], split_nodes, depth, code_levels, k
             )
             if starts.size == 0:
                 break
@@ -272,40 +272,37 @@ class Forest:
             subnodes = self._child_subnodes(level.subnodes, parents, child_bits, sub_trees, depth + 1)
         return tree
 
-    def _children_runs(self, code, starts, ends, parents, depth, code_levels, k):
+    def _children_runs(self, layout, starts, ends, parents, depth, code_levels, k):
         """Children of the splitting nodes [starts, ends) as runs of equal next-level bits.
 
-        The codes of a node's rows are sorted, so the dimension bits of the next level are split
-        one dimension at a time by binary search; empty halves are dropped before the next search.
+        The codes of a node's rows are sorted, so its children start at the node's start and at every
+        position inside it where the code first differs from the previous one at level depth + 1
+        (`_SortedLayout.divergence`, computed once per tree): no search over the rows per level.
         Children with fewer rows than the hard LCF floor are dropped too: every threshold calls them
         low, so they could neither split nor yield a bucket (a missing node means the same).
         """
-        shift = (code_levels - 1 - depth) * k
-        prefix = np.zeros(starts.size, dtype=np.uint64)
-        if depth > 0:
-            prefix = code[starts] >> np.uint64(shift + k)
-        bits = np.zeros(starts.size, dtype=np.int64)
-        for dim in range(k):
-            remaining = k - 1 - dim
-            upper_bits = ((bits << 1) | 1) << remaining
-            threshold = ((prefix << np.uint64(k)) | upper_bits.astype(np.uint64)) << np.uint64(shift)
-            middle = np.clip(np.searchsorted(code, threshold), starts, ends)
-            # Interleave lower/upper halves so that children stay in (parent, bits) order.
-            starts = np.stack([starts, middle], axis=1).ravel()
-            ends = np.stack([middle, ends], axis=1).ravel()
-            prefix = np.repeat(prefix, 2)
-            parents = np.repeat(parents, 2)
-            bits = np.stack([bits << 1, (bits << 1) | 1], axis=1).ravel()
-            keep = ends > starts
-            starts, ends, prefix, parents, bits = (
-                starts[keep],
-                ends[keep],
-                prefix[keep],
-                parents[keep],
-                bits[keep],
-            )
-        keep = (ends - starts) >= self.anonymizer.params.low_count_params.low_threshold
-        return starts[keep], ends[keep], parents[keep], bits[keep]
+        boundaries = layout.divergence(code_levels, k, depth + 1)
+        node = np.searchsorted(starts, boundaries, side="right") - 1
+        inside = node >= 0
+        inside[inside] = boundaries[inside] < ends[node[inside]]
+        boundaries, node = boundaries[inside], node[inside]
+        # Children in position order: each node's start, then its inner boundaries.
+        total = starts.size + boundaries.size
+        first_child = np.arange(starts.size) + np.searchsorted(node, np.arange(starts.size), side="left")
+        inner = np.arange(boundaries.size) + node + 1
+        child_start = np.empty(total, dtype=np.int64)
+        child_start[first_child] = starts
+        child_start[inner] = boundaries
+        child_parent = np.empty(total, dtype=np.int64)
+        child_parent[first_child] = np.arange(starts.size)
+        child_parent[inner] = node
+        child_end = np.empty(total, dtype=np.int64)
+        child_end[:-1] = child_start[1:]
+        child_end[np.r_[first_child[1:] - 1, total - 1]] = ends
+        shift = np.uint64((code_levels - 1 - depth) * k)
+        bits = ((layout.code[child_start] >> shift) & np.uint64((1 << k) - 1)).astype(np.int64)
+        keep = (child_end - child_start) >= self.anonymizer.params.low_count_params.low_threshold
+        return child_start[keep], child_end[keep], parents[child_parent[keep]], bits[keep]
 
     def _level(self, tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit):
         k = tree.dims
@@ -438,6 +435,28 @@ class _SortedLayout:
     changes: list[np.ndarray]  # per dimension: number of value changes up to each position
     sorted_first: np.ndarray | None  # 1-dim trees: the sorted values themselves
     entities: SortedEntities
+    _divergence: tuple[np.ndarray, np.ndarray] | None = None
+
+    def divergence(self, code_levels: int, k: int, level: int) -> np.ndarray:
+        """Sorted positions i whose code first differs from code[i - 1] at `level` (1-based).
+
+        Rows i - 1 and i share the nodes of every depth below that level and are split into different
+        nodes at it. Computed once per tree: the highest differing bit of neighbouring codes gives the
+        level; positions are grouped by level with one stable (radix) sort of the small level numbers.
+        """
+        if self._divergence is None:
+            differ = self.code[1:] ^ self.code[:-1]
+            # Bit length from the float exponent, one too many where the conversion rounded up.
+            length = np.frexp(differ.astype(np.float64))[1].astype(np.int64)
+            rounded_up = (differ >> np.maximum(length - 1, 0).astype(np.uint64)) == 0
+            length -= rounded_up & (differ != 0)
+            levels = np.where(differ != 0, code_levels - (length - 1) // k, code_levels + 1).astype(np.uint8)
+            positions = np.argsort(levels, kind="stable") + 1
+            offsets = np.zeros(code_levels + 3, dtype=np.int64)
+            np.cumsum(np.bincount(levels, minlength=code_levels + 2), out=offsets[1:])
+            self._divergence = (positions, offsets)
+        positions, offsets = self._divergence
+        return positions[offsets[level] : offsets[level + 1]]
 
 
 def _change_counts(sorted_values: np.ndarray) -> np.ndarray:
