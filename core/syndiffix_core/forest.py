@@ -237,17 +237,21 @@ class Forest:
         else:
             code = _morton_code([self._cells(j) for j in columns], max_depth)
         # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
-        order = np.argsort(self.values[:, columns[0]]) if k == 1 else np.argsort(code)
+        if k == 1:
+            order = np.argsort(self.values[:, columns[0]])
+            sorted_code = code[order]
+        else:
+            order, sorted_code = _sort_codes(code, max_depth * k)
         if order.size < 2**31:
             order = order.astype(np.int32)  # node storage: half the bytes per representative row
         layout = _SortedLayout(
             order=order,
-            code=code[order],
+            code=sorted_code,
             changes=[_change_counts(self.values[order, j]) for j in columns] if k > 1 else [],
             sorted_first=self.values[order, columns[0]] if k == 1 else None,
             entities=SortedEntities(self.entities, order),
         )
-        del code
+        del code, sorted_code
         starts = np.zeros(1, dtype=np.int64)
         ends = np.full(1, order.size, dtype=np.int64)
         key = np.zeros(1, dtype=np.int64)
@@ -457,6 +461,41 @@ class _SortedLayout:
             self._divergence = (positions, offsets)
         positions, offsets = self._divergence
         return positions[offsets[level] : offsets[level + 1]]
+
+
+def _sort_codes(code: np.ndarray, code_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row order, sorted codes) of codes of `code_bits` bits; rows with equal codes in any order.
+
+    A plain sort of (code, row) packed into one uint64 is a few times faster than an argsort. When
+    code and row number do not fit in 64 bits together, the code's lowest bits are left out of the
+    packed key, and the few runs of equal truncated codes whose rows are then out of code order are
+    sorted again on the whole code.
+    """
+    n = code.size
+    row_bits = max(1, (n - 1).bit_length())
+    excess = code_bits + row_bits - 64
+    packed = code >> np.uint64(excess) if excess > 0 else code.copy()
+    packed <<= np.uint64(row_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    order = (packed & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+    if excess <= 0:
+        return order, packed >> np.uint64(row_bits)
+    sorted_code = code[order]
+    unsorted = np.flatnonzero(sorted_code[1:] < sorted_code[:-1])
+    if unsorted.size:
+        prefix = packed >> np.uint64(row_bits)
+        # Every run of equal truncated code that holds an inversion is sorted again as a whole.
+        run_start = np.searchsorted(prefix, prefix[unsorted], side="left")
+        run_stop = np.searchsorted(prefix, prefix[unsorted], side="right")
+        depth = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(depth, run_start, 1)
+        np.add.at(depth, run_stop, -1)
+        positions = np.flatnonzero(np.cumsum(depth[:-1]) > 0)
+        resort = np.argsort(sorted_code[positions], kind="stable")
+        order[positions] = order[positions][resort]
+        sorted_code[positions] = sorted_code[positions][resort]
+    return order, sorted_code
 
 
 def _change_counts(sorted_values: np.ndarray) -> np.ndarray:
