@@ -183,10 +183,11 @@ class DpBinningSettings(_Params):
 class DpMarginalsParams(_Params):
     """engine_params of `dp_marginals` (defaults of the synthetic data showcase / pac-synth 0.0.8).
 
-    `release` is mixed into the noise seed: leave it unset and re-runs on the same data give the same
-    output; set it per data version (e.g. the run's logical date) when the data changes, because two
-    releases of different data with the same noise reveal the exact changes of the counts. Every release
-    under a new `release` spends epsilon again (see docs/dp-marginals.md).
+    The noise is seeded from the salt, the table identity and the data's content: re-runs on unchanged
+    data give the same output (nothing new leaks), changed data gets fresh noise (so two releases never
+    expose the exact change of a count) and spends epsilon again. `release` is mixed in too and recorded
+    in the lineage: a new value draws fresh noise even for unchanged data, which is one more release of the
+    same people (basic composition; see docs/dp-marginals.md).
     """
 
     epsilon: float = Field(default=4.0, gt=0, allow_inf_nan=False)

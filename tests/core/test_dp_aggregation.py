@@ -11,7 +11,7 @@ import pytest
 from syndiffix_core.dp import DpParams, synthesize_dp
 from syndiffix_core.dp.accounting import split_budget
 from syndiffix_core.dp.aggregation import aggregate, canonical_row_order
-from syndiffix_core.dp.noise import NoiseSource
+from syndiffix_core.dp.noise import NoiseSource, content_digest
 
 
 def correlated_codes(rows: int, columns: int, values: int, seed: int) -> np.ndarray:
@@ -166,6 +166,29 @@ def test_same_salt_and_table_same_output_whatever_the_row_order():
     other_table = synthesize_dp(frame, salt=b"k", table_identity="db.t2", params=params)
     assert not one.frame.equals(other_salt.frame) and not one.frame.equals(other_table.frame)
     assert rng is not None
+
+
+def test_changed_data_under_the_same_identity_gets_fresh_noise():
+    # With shared noise, the difference of two releases would be the exact difference of the true counts.
+    frame = pd.DataFrame(CODES[:5_000], columns=list("abcd")).astype(str)
+    changed = frame.copy()
+    changed.loc[0, "a"] = "changed"  # same number of records, one value differs
+    params = DpParams(epsilon=3)
+    one = synthesize_dp(frame, salt=b"k", table_identity="db.t", params=params)
+    two = synthesize_dp(changed, salt=b"k", table_identity="db.t", params=params)
+    # the noisy record count of 5000 records: the same true count, noise drawn afresh
+    assert one.protected_records != two.protected_records
+
+
+def test_content_digest_is_the_row_multiset():
+    frame = pd.DataFrame({"a": [1, 2, 2, 3], "b": ["x", "y", "y", None]})
+    digest = content_digest(frame)
+    assert content_digest(frame.iloc[::-1]) == digest
+    assert content_digest(frame.iloc[[0, 1, 3]]) != digest  # a duplicate row removed
+    edited = frame.copy()
+    edited.loc[3, "b"] = "z"
+    assert content_digest(edited) != digest
+    assert content_digest(frame.rename(columns={"b": "c"})) != digest
 
 
 def test_each_entity_contributes_at_most_the_allowed_sensitivity_and_distinct_tuples_once():

@@ -18,7 +18,7 @@ from .accounting import BudgetSplit, default_delta, epsilon_records, spent_epsil
 from .aggregation import DpAggregates, aggregate, canonical_row_order
 from .binning import AttributeEncoder, decode_columns, encode_columns
 from .evaluation import compare_counts, summarize
-from .noise import NoiseSource
+from .noise import NoiseSource, content_digest
 from .params import AccuracyMode, BinKind, ColumnBinning, DpError, DpParams, FabricationMode
 from .synthesis import MISSING, synthesize_records
 
@@ -109,8 +109,8 @@ def synthesize_dp(
     """An (epsilon, delta)-DP synthetic copy of df (every column except `aid_column`, in order and dtype).
 
     With `aid_column`, all rows of one entity are one record: the entity, not the row, is what the
-    guarantee protects. The noise depends only on `salt` and `table_identity` (and the row multiset),
-    so the same input gives the same output whatever its row order.
+    guarantee protects. The noise depends only on `salt`, `table_identity` and the input's row multiset,
+    so the same input gives the same output whatever its row order, and changed data gets fresh noise.
     """
     params = params or DpParams()
     if aid_column is not None and aid_column not in df.columns:
@@ -122,7 +122,7 @@ def synthesize_dp(
     codes = codes[order]
     if entities is not None:
         entities = entities[order]
-    noise = NoiseSource(salt, table_identity)
+    noise = NoiseSource(salt, table_identity, content_digest(df))
     n_records = len(np.unique(entities)) if entities is not None else len(codes)
     protected = max(0, round(n_records + noise.stream("record count").laplace(1.0 / epsilon_records(params))))
     delta = params.delta if params.delta is not None else default_delta(protected)

@@ -1,8 +1,8 @@
-"""Noise for DP marginals from a keyed cryptographic stream, never from the data or a global RNG.
+"""Noise for DP marginals from a keyed cryptographic stream, never from a global RNG or a clock.
 
-Choice: the key is HMAC-SHA256(salt, domain label + table identity); each use ("record count",
-"percentile k=2", "gaussian k=3 subset (0, 4)", ...) gets its own sub-key HMAC-SHA256(key, label), and its
-random bits are the SHAKE-256 extendable output of that sub-key and a call counter. SHAKE-256 is a
+Choice: the key is HMAC-SHA256(salt, domain label + table identity + digest of the input's content); each
+use ("record count", "percentile k=2", "gaussian k=3 subset (0, 4)", ...) gets its own sub-key
+HMAC-SHA256(key, label), and its random bits are the SHAKE-256 extendable output of that sub-key and a call counter. SHAKE-256 is a
 cryptographic XOF (one C call per request, hundreds of MB/s), so without the salt the noise is
 unpredictable, and with it every run on the same input is reproducible. numpy's PCG64/Philox would be
 faster still but are not cryptographic; we do not need their speed here.
@@ -14,10 +14,10 @@ Floating-point caveats, honestly:
     is what Mironov's attack on floating-point Laplace exploits. Noisy counts here are only compared to a
     threshold and then rounded to integers before anything leaves the engine, which destroys those bits;
     we still do not claim the guarantees of an exact discrete sampler (e.g. Canonne-Kamath-Steinke).
-  * Same salt and table identity => same noise. Re-running on unchanged data therefore leaks nothing new,
-    but two releases of *different* data under the same identity share noise and their difference reveals
-    the change in the true counts exactly. Put a data version into the table identity whenever the data
-    changes; the epsilons of such releases then add up (basic composition).
+  * The key covers the salt, the table identity and a digest of the input's content (its row multiset),
+    so the same input gives the same noise (re-running leaks nothing new) while *changed* data gets fresh
+    noise: two releases of different data never share noise, whose difference would reveal the change in
+    the true counts exactly. Every release of changed data spends epsilon again (basic composition).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import hashlib
 import hmac
 
 import numpy as np
+import pandas as pd
 
 _DOMAIN = b"syndiffix-ops/dp-marginals/v1\x00"
 _TWO_POW_MINUS_53 = 2.0**-53
@@ -73,15 +74,25 @@ class NoiseStream:
 
 
 class NoiseSource:
-    """All the noise of one release, keyed by the secret salt and the table's identity."""
+    """All the noise of one release, keyed by the secret salt, the table's identity and a digest of the
+    released data's content (see :func:`content_digest`)."""
 
-    def __init__(self, salt: bytes | str, table_identity: str) -> None:
+    def __init__(self, salt: bytes | str, table_identity: str, content: bytes = b"") -> None:
         if isinstance(salt, str):
             salt = salt.encode("utf-8")
         if not salt:
             raise ValueError("the salt must not be empty: without a secret the noise is predictable")
-        self._key = hmac.new(salt, _DOMAIN + table_identity.encode("utf-8"), hashlib.sha256).digest()
+        message = _DOMAIN + table_identity.encode("utf-8") + b"\x00" + content
+        self._key = hmac.new(salt, message, hashlib.sha256).digest()
 
     def stream(self, *label: object) -> NoiseStream:
         text = "\x1f".join(str(part) for part in label).encode("utf-8")
         return NoiseStream(hmac.new(self._key, text, hashlib.sha256).digest())
+
+
+def content_digest(df: pd.DataFrame) -> bytes:
+    """SHA-256 of a frame's column names, dtypes and row multiset: the same rows in any order give the
+    same digest (SQL reads come without ORDER BY), any changed, added or removed row a different one."""
+    header = "\x1f".join(f"{name}\x1e{dtype}" for name, dtype in df.dtypes.items()).encode("utf-8")
+    rows = np.sort(pd.util.hash_pandas_object(df, index=False).to_numpy())
+    return hashlib.sha256(header + b"\x00" + rows.astype("<u8").tobytes()).digest()
