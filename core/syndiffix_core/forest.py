@@ -182,6 +182,7 @@ class Forest:
             self.low[j], self.size[j] = snap_range(low, high)
         self.trees: dict[tuple[int, ...], Tree] = {}
         self._cell_cache: dict[int, np.ndarray] = {}
+        self._ranks: dict[int, np.ndarray] = {}
         for j in range(values.shape[1]):
             self.tree((j,))
 
@@ -199,6 +200,17 @@ class Forest:
             units = unit_positions(self.values[:, column], self.low[column], self.size[column])
             self._cell_cache[column] = np.floor(units * 2.0**CELL_BITS).astype(np.uint32)
         return self._cell_cache[column]
+
+    def _store_ranks(self, column: int, order: np.ndarray, sorted_values: np.ndarray) -> None:
+        """Dense rank of every row's value in `column` (from the 1-dim tree's value order), in the
+        smallest unsigned dtype that holds it: multi-dim trees test "all rows of a node share one
+        value" on ranks gathered in their row order, which moves far fewer bytes than the floats."""
+        changes = _change_counts(sorted_values)
+        top = int(changes[-1]) if changes.size else 0
+        dtype = np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32
+        ranks = np.empty(order.size, dtype=dtype)
+        ranks[order] = changes
+        self._ranks[column] = ranks
 
     def tree(self, columns: tuple[int, ...]) -> Tree:
         columns = tuple(sorted(columns))
@@ -221,7 +233,9 @@ class Forest:
         row_limit = 0
         if k == 1:
             row_limit = self._row_limit(base_seed)
-            depth_offset = self._push_down(columns[0], base_seed, row_limit)
+            # One value order serves the push-down and the tree (rows of equal value in any order).
+            value_order = np.argsort(self.values[:, columns[0]], kind="stable")
+            depth_offset = self._push_down(columns[0], base_seed, row_limit, value_order)
             max_depth = MAX_DEPTH
         else:
             sub_depth = max(len(self.trees[s].levels) for s in combinations(columns, k - 1))
@@ -238,18 +252,20 @@ class Forest:
             code = _morton_code([self._cells(j) for j in columns], max_depth)
         # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
         if k == 1:
-            order = np.argsort(self.values[:, columns[0]])
+            order = value_order
             sorted_code = code[order]
         else:
             order, sorted_code = _sort_codes(code, max_depth * k)
+        sorted_first = None
+        if k == 1:
+            sorted_first = self.values[order, columns[0]]
+            self._store_ranks(columns[0], order, sorted_first)
+        changes = [_change_counts(self._ranks[j].take(order)) for j in columns] if k > 1 else []
+        entities = SortedEntities(self.entities, order)
         if order.size < 2**31:
             order = order.astype(np.int32)  # node storage: half the bytes per representative row
         layout = _SortedLayout(
-            order=order,
-            code=sorted_code,
-            changes=[_change_counts(self.values[order, j]) for j in columns] if k > 1 else [],
-            sorted_first=self.values[order, columns[0]] if k == 1 else None,
-            entities=SortedEntities(self.entities, order),
+            order=order, code=sorted_code, changes=changes, sorted_first=sorted_first, entities=entities
         )
         del code, sorted_code
         starts = np.zeros(1, dtype=np.int64)
@@ -391,10 +407,10 @@ class Forest:
             return limit
         return int(limit + self.salt.uniform_int(base_seed, "precision_limit", -jitter, jitter)[0])
 
-    def _push_down(self, column: int, base_seed: int, row_limit: int) -> int:
-        """Narrow the column's range while exactly one half of it is low; returns the levels pushed."""
+    def _push_down(self, column: int, base_seed: int, row_limit: int, order: np.ndarray) -> int:
+        """Narrow the column's range while exactly one half of it is low; returns the levels pushed.
+        `order` sorts the column's values."""
         values = self.values[:, column]
-        order = np.argsort(values, kind="stable")
         sorted_values = values[order]
         if sorted_values[0] == sorted_values[-1]:
             return 0
