@@ -70,35 +70,96 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--aidcolumns", nargs="+", default=[], metavar="NAME", help="entity ID columns")
     parser.add_argument("--salt", help=f"secret salt (default: ${SALT_VARIABLE})")
     parser.add_argument("--verbose", action="store_true", help="print parameters, clusters and timings")
-    parser.add_argument("--lcf-low-threshold", "-lcf", type=int, default=defaults_lcf.low_threshold)
     parser.add_argument(
-        "--range-low-threshold", "-range", type=int, default=defaults_bucket.range_low_threshold
+        "--lcf-low-threshold",
+        "-lcf",
+        type=int,
+        default=defaults_lcf.low_threshold,
+        help="low threshold of the low-count filter, in entities (default: %(default)s)",
     )
     parser.add_argument(
-        "--singularity-low-threshold", "-sing", type=int, default=defaults_bucket.singularity_low_threshold
+        "--range-low-threshold",
+        "-range",
+        type=int,
+        default=defaults_bucket.range_low_threshold,
+        help="low threshold for splitting a range bucket (default: %(default)s)",
     )
-    parser.add_argument("--threshold-sd", "-thresh_sd", type=float, default=defaults_lcf.layer_sd)
-    parser.add_argument("--outlier-count", type=int, nargs=2, metavar=("LOWER", "UPPER"), default=(2, 5))
-    parser.add_argument("--top-count", type=int, nargs=2, metavar=("LOWER", "UPPER"), default=(2, 5))
     parser.add_argument(
-        "--layer-noise-sd", "-noise_sd", type=float, default=AnonymizationParams().layer_noise_sd
+        "--singularity-low-threshold",
+        "-sing",
+        type=int,
+        default=defaults_bucket.singularity_low_threshold,
+        help="low threshold for a singularity (one-value) bucket (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--threshold-sd",
+        "-thresh_sd",
+        type=float,
+        default=defaults_lcf.layer_sd,
+        help="SD of the noisy threshold of low-count, range and singularity decisions (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--outlier-count",
+        type=int,
+        nargs=2,
+        metavar=("LOWER", "UPPER"),
+        default=(FlatteningInterval().lower, FlatteningInterval().upper),
+        help="interval of the number of outlier entities flattened (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--top-count",
+        type=int,
+        nargs=2,
+        metavar=("LOWER", "UPPER"),
+        default=(FlatteningInterval().lower, FlatteningInterval().upper),
+        help="interval of the number of top entities the outliers are flattened to (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--layer-noise-sd",
+        "-noise_sd",
+        type=float,
+        default=AnonymizationParams().layer_noise_sd,
+        help="count SD of each noise layer (default: %(default)s)",
     )
     parser.add_argument("--no-clustering", action="store_true", help="synthesize all columns as one cluster")
     parser.add_argument("--clustering-maincolumn", metavar="NAME", help="column kept in every cluster")
     parser.add_argument(
         "--clustering-mainfeatures", nargs="+", metavar="NAME", help="best features of the main column"
     )
-    parser.add_argument("--clustering-samplesize", type=int, default=defaults_cluster.sample_size)
-    parser.add_argument("--clustering-maxweight", type=float, default=defaults_cluster.max_weight)
-    parser.add_argument("--clustering-thresh-merge", type=float, default=defaults_cluster.merge_threshold)
+    parser.add_argument(
+        "--clustering-samplesize",
+        type=int,
+        default=defaults_cluster.sample_size,
+        help="rows sampled to measure column dependence (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--clustering-maxweight",
+        type=float,
+        default=defaults_cluster.max_weight,
+        help="maximum cluster weight; the default is about 4-7 columns, depending on their entropy "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--clustering-thresh-merge",
+        type=float,
+        default=defaults_cluster.merge_threshold,
+        help="dependence needed to join a cluster or to add a stitch column (default: %(default)s)",
+    )
     parser.add_argument(
         "--ml-target", metavar="NAME", help="ML target column: clusters from its best features (scikit-learn)"
     )
     parser.add_argument(
-        "--precision-limit-row-fraction", type=int, default=defaults_bucket.precision_limit_row_fraction
+        "--precision-limit-row-fraction",
+        type=int,
+        default=defaults_bucket.precision_limit_row_fraction,
+        help="from the depth threshold on, a tree node splits only if it holds at least "
+        "table rows / this (default: %(default)s)",
     )
     parser.add_argument(
-        "--precision-limit-depth-threshold", type=int, default=defaults_bucket.precision_limit_depth_threshold
+        "--precision-limit-depth-threshold",
+        type=int,
+        default=defaults_bucket.precision_limit_depth_threshold,
+        help="tree depth below which the row-fraction check is not applied (default: %(default)s)",
     )
     return parser
 
