@@ -466,11 +466,18 @@ class _SortedLayout:
         """
         if self._divergence is None:
             differ = self.code[1:] ^ self.code[:-1]
-            # Bit length from the float exponent, one too many where the conversion rounded up.
-            length = np.frexp(differ.astype(np.float64))[1].astype(np.int64)
-            rounded_up = (differ >> np.maximum(length - 1, 0).astype(np.uint64)) == 0
-            length -= rounded_up & (differ != 0)
-            levels = np.where(differ != 0, code_levels - (length - 1) // k, code_levels + 1).astype(np.uint8)
+            # The float64 exponent field of the xor is 1022 + its bit length (0 for no difference);
+            # rounding to 53 bits can add one, only where the float is then an exact power of two.
+            exponent = differ.astype(np.float64).view(np.uint64)
+            power_of_two = (exponent & np.uint64(2**52 - 1)) == 0
+            exponent >>= np.uint64(52)
+            check = np.flatnonzero(power_of_two & (differ != 0))
+            rounded = check[(differ[check] >> (exponent[check] - np.uint64(1023))) == 0]
+            exponent[rounded] -= np.uint64(1)
+            # Exponent field -> level of the highest differing bit (no difference: past the last level).
+            bit_length = np.arange(2048) - 1022
+            level_of = np.where(bit_length >= 1, code_levels - (bit_length - 1) // k, code_levels + 1)
+            levels = np.clip(level_of, 0, code_levels + 1).astype(np.uint8).take(exponent.astype(np.intp))
             positions = np.argsort(levels, kind="stable") + 1
             offsets = np.zeros(code_levels + 3, dtype=np.int64)
             np.cumsum(np.bincount(levels, minlength=code_levels + 2), out=offsets[1:])
