@@ -180,21 +180,45 @@ def read_table(path: Path, kinds: dict[str, ColumnKind] | None, aid_columns: Seq
     """The CSV with the selected columns parsed as their declared kinds (empty field = null)."""
     if not path.is_file():
         raise UsageError(f"input file not found: {path}")
-    try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        raise UsageError(f"cannot read {path} as CSV: {str(error).strip().splitlines()[0]}") from error
-    wanted = list(kinds) if kinds is not None else [c for c in raw.columns if c not in aid_columns]
-    unknown = [c for c in [*wanted, *aid_columns] if c not in raw.columns]
+    header = _read_csv(path, nrows=0).columns
+    wanted = list(kinds) if kinds is not None else [c for c in header if c not in aid_columns]
+    unknown = [c for c in [*wanted, *aid_columns] if c not in header]
     if unknown:
-        raise UsageError(f"{path}: no column {unknown[0]!r} (columns: {', '.join(map(str, raw.columns))})")
+        raise UsageError(f"{path}: no column {unknown[0]!r} (columns: {', '.join(map(str, header))})")
     overlap = [c for c in aid_columns if c in wanted]
     if overlap:
         raise UsageError(f"column {overlap[0]!r} is both an AID column and a synthesized column")
+    used = [*aid_columns, *wanted]
+    if kinds is not None:
+        # Declared numbers and strings straight from the C parser (several times faster on large files);
+        # any value it rejects sends the whole file through the text path, which names the bad value.
+        typed = {name: _PARSER_DTYPES.get(kinds[name], str) for name in wanted}
+        try:
+            raw = _read_csv(path, usecols=used, dtype={**{c: str for c in aid_columns}, **typed})
+        except (ValueError, TypeError, OverflowError):
+            raw = None
+        if raw is not None:
+            table = {c: raw[c] for c in aid_columns}
+            for name in wanted:
+                parsed = kinds[name] in _PARSER_DTYPES
+                table[name] = raw[name] if parsed else _parse(raw[name], kinds[name])
+            return pd.DataFrame(table)
+    raw = _read_csv(path, usecols=used, dtype=str)
     table = {c: raw[c] for c in aid_columns}
     for name in wanted:
         table[name] = _parse(raw[name], kinds[name]) if kinds is not None else _detect(raw[name])
     return pd.DataFrame(table)
+
+
+# Kinds the CSV parser reads directly with the same result as _parse.
+_PARSER_DTYPES = {ColumnKind.REAL: "float64", ColumnKind.INTEGER: "Int64", ColumnKind.STRING: "string"}
+
+
+def _read_csv(path: Path, **options) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""], **options)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read {path} as CSV: {str(error).strip().splitlines()[0]}") from error
 
 
 def _parse(text: pd.Series, kind: ColumnKind) -> pd.Series:
@@ -234,7 +258,8 @@ def _fail_on(text: pd.Series, bad: pd.Series, what: str) -> None:
     if bad.any():
         row = int(bad.to_numpy().argmax())
         raise UsageError(
-            f"column {text.name!r}: value {text.iloc[row]!r} in data row {row + 1} is not a {what}"
+            f"column {text.name!r}: value {text.iloc[row]!r} in data row {row + 1} is not "
+            f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
         )
 
 

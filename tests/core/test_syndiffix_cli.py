@@ -164,6 +164,24 @@ def test_bad_input_is_one_line_and_exit_status_two(people_csv, capsys, monkeypat
     assert message in err
 
 
+def test_declared_columns_read_the_same_whichever_parser_takes_them(tmp_path, monkeypatch):
+    path = tmp_path / "mixed.csv"
+    path.write_text("id,n,x,s,flag\n1,7,1.5,a,yes\n2,,2e3,,no\n3,-4,,c,\n")
+    kinds = cli.parse_column_specs(["n:i", "x:r", "s:s", "flag:b"])
+    fast = cli.read_table(path, kinds, ["id"])
+    assert fast["n"].tolist() == [7, pd.NA, -4] and str(fast["n"].dtype) == "Int64"
+    assert fast["x"].tolist()[:2] == [1.5, 2000.0] and np.isnan(fast["x"].iloc[2])
+    monkeypatch.setattr(cli, "_PARSER_DTYPES", {})  # force the text path
+    pd.testing.assert_frame_equal(fast, cli.read_table(path, kinds, ["id"]))
+    monkeypatch.undo()
+    # Padded and integral-float integers read as integers; a fraction is rejected naming its row.
+    path.write_text("n,x\n 7 ,1\n3.0,2\n3.5,3\n")
+    with pytest.raises(cli.UsageError, match="column 'n': value '3.5' in data row 3 is not an integer"):
+        cli.read_table(path, cli.parse_column_specs(["n:i", "x:r"]), [])
+    path.write_text("n,x\n 7 ,1\n3.0,2\n")
+    assert cli.read_table(path, cli.parse_column_specs(["n:i", "x:r"]), [])["n"].tolist() == [7, 3]
+
+
 def test_a_missing_salt_is_an_error(people_csv, capsys, monkeypatch):
     status, _, err = run([people_csv], capsys, monkeypatch, salt=None)
     assert status == 2
