@@ -48,7 +48,7 @@ class PassThrough:
     name = "bench_pass_through"
     params_model = _NoParams
 
-    def run(self, df, *, aid_columns, salt, params, table_identity):
+    def run(self, df, *, aid_columns, salt, params, table_identity, progress=None):
         return EngineResult(df.drop(columns=list(aid_columns)))
 
 

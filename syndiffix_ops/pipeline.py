@@ -404,6 +404,8 @@ def _synthesize_output(
         salt=salt,
         params=effective.engine_params,
         table_identity=identity,
+        # the engine's own stages fill the synthesize half of this output's progress (writing is the rest)
+        progress=lambda stage, fraction: notify(f"synthesize: {stage}", 0.5 * fraction),
     )
     synthetic = result.frame
     if list(synthetic.columns) != output.columns:

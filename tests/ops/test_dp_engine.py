@@ -130,12 +130,20 @@ def test_same_salt_same_rows_and_a_new_release_new_noise(tmp_path):
 def test_the_quality_report_holds_the_dp_evaluation(tmp_path):
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
     _make_source(engine, None)
+    stages = []
     [result] = run_table(
         _config(engine, None, engine_params={"epsilon": 4.0}),
         "visits_dp",
         salt=SALT,
         report_dir=tmp_path / "reports",
+        progress=lambda stage, fraction: stages.append(stage),
     )
+    assert [s for s in stages if s.startswith("synthesize")] == [
+        "synthesize",
+        "synthesize: dp marginals",
+        "synthesize: evaluation",
+        "synthesize: done",
+    ]
     evaluation = result.metrics["dp_marginals_evaluation"]["by_length"]
     assert set(evaluation) == {"1", "2", "3"}
     assert all(0 <= evaluation[k]["suppressed_share"] <= 1 for k in evaluation)

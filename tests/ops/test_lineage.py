@@ -35,7 +35,7 @@ class EveryOtherRow:
     name = "test_every_other_row"
     params_model = _NoParams
 
-    def run(self, df, *, aid_columns, salt, params, table_identity):
+    def run(self, df, *, aid_columns, salt, params, table_identity, progress=None):
         metrics_like = {"share": np.float64(0.5), "rows": np.int64(2), "undefined": float("nan")}
         return EngineResult(df.drop(columns=list(aid_columns)).iloc[::2].reset_index(drop=True), metrics_like)
 

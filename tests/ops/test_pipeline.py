@@ -28,7 +28,7 @@ class FailingEngine:
     name = "test_failing"
     params_model = _NoParams
 
-    def run(self, df, *, aid_columns, salt, params, table_identity):
+    def run(self, df, *, aid_columns, salt, params, table_identity, progress=None):
         raise RuntimeError("injected failure during synthesis")
 
 
@@ -185,6 +185,31 @@ def test_column_sets_write_one_narrower_table_each(warehouse_db):
         ("orders_synth_money", "money"),
         ("cities", "where"),
     ]
+
+
+def test_progress_follows_the_engine_through_the_synthesize_stage_of_each_output(warehouse_db):
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(
+        engine,
+        schema,
+        aid_columns=["customer_id"],
+        column_sets={"money": {"columns": ["amount", "paid"]}, "where": {"columns": ["city", "note"]}},
+    )
+    reported: list[tuple[str, float]] = []
+    run_table(
+        config, "orders_synth", salt=SALT, progress=lambda stage, fraction: reported.append((stage, fraction))
+    )
+    # "read" has a scale of its own (the CLI maps it to a share of the bar); the rest is over all outputs
+    fractions = [fraction for stage, fraction in reported if stage != "read"]
+    assert fractions == sorted(fractions) and fractions[0] >= 0.0 and fractions[-1] == 1.0
+    engine_stages = [(stage, fraction) for stage, fraction in reported if stage.startswith("synthesize: ")]
+    # the SynDiffix engine's own stages, within the synthesize half of each of the two outputs
+    assert {"synthesize: forest", "synthesize: done"} <= {stage for stage, _ in engine_stages}
+    first_output = [fraction for stage, fraction in engine_stages if fraction <= 0.25]
+    second_output = [fraction for stage, fraction in engine_stages if fraction > 0.25]
+    assert first_output and max(first_output) == 0.25  # output 1 of 2: synthesis ends at half of its share
+    assert second_output and min(second_output) >= 0.5 and max(second_output) == 0.75
 
 
 def test_a_failure_during_synthesis_leaves_the_previous_table_and_lineage_untouched(warehouse_db):

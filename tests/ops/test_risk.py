@@ -347,7 +347,7 @@ class HalfCopyEngine:
     name = "risk_test_half_copy"
     params_model = _NoParams
 
-    def run(self, df, *, aid_columns, salt, params, table_identity):
+    def run(self, df, *, aid_columns, salt, params, table_identity, progress=None):
         return EngineResult(df.drop(columns=list(aid_columns)).iloc[::2].reset_index(drop=True), {})
 
 
