@@ -11,7 +11,9 @@ import uuid
 
 import pytest
 
-PG_ADMIN_URL = os.environ.get("SYNDIFFIX_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "SYNDIFFIX_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 MARIADB_ADMIN_URL = os.environ.get("SYNDIFFIX_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/test")
 
 

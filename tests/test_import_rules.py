@@ -26,7 +26,9 @@ def _modules(folder: Path) -> list[Path]:
 
 
 CORE_MODULES = _modules(ROOT / "core")
-WAREHOUSE_MODULES = [p for p in _modules(ROOT / "syndiffix_ops") if "airflow" not in p.relative_to(ROOT).parts]
+WAREHOUSE_MODULES = [
+    p for p in _modules(ROOT / "syndiffix_ops") if "airflow" not in p.relative_to(ROOT).parts
+]
 
 
 @pytest.mark.parametrize("path", CORE_MODULES, ids=lambda p: str(p.relative_to(ROOT)))
