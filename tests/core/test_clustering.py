@@ -65,68 +65,6 @@ def test_fast_quality_matches_the_quality_of_the_built_clusters():
             )
 
 
-def test_fast_quality_matches_the_built_clusters_when_stitches_carry_correlation():
-    rng = np.random.default_rng(11)
-    for size in (6, 11, 23):
-        latent = rng.normal(size=(500, 3))
-        data = latent @ rng.uniform(-1, 1, (3, size)) + rng.normal(size=(500, size))
-        correlation = np.corrcoef(data, rowvar=False)
-        builder = ClusterBuilder(
-            np.abs(correlation),
-            rng.uniform(0, 9, size),
-            max_weight=15,
-            merge_threshold=0.1,
-            correlation=correlation,
-        )
-        for _ in range(50):
-            permutation = rng.permutation(size).tolist()
-            assert builder.unsatisfied_dependence_of(permutation) == pytest.approx(
-                builder.unsatisfied_dependence(builder.build(permutation))
-            )
-
-
-def hub_correlation() -> np.ndarray:
-    """Columns 1 and 2 depend on each other only through hub column 0 (a = h + e, b = h + e'); column 3
-    is unrelated to all."""
-    correlation = np.eye(4)
-    correlation[0, 1] = correlation[1, 0] = correlation[0, 2] = correlation[2, 0] = 0.8
-    correlation[1, 2] = correlation[2, 1] = 0.64
-    return correlation
-
-
-def test_a_pair_stitched_through_the_column_that_explains_it_counts_as_kept():
-    correlation = hub_correlation()
-    builder = ClusterBuilder(
-        np.abs(correlation), np.zeros(4), max_weight=15, merge_threshold=0.1, correlation=correlation
-    )
-    through_hub = Clusters((0, 3), (DerivedCluster((1,), (0,)), DerivedCluster((2,), (0,))))
-    through_unrelated = Clusters((0, 3), (DerivedCluster((1,), (3,)), DerivedCluster((2,), (3,))))
-    # Through the hub the pair (1, 2) keeps all of its correlation 0.8 * 0.8; only pairs with column 3
-    # (dependence 0) are apart.
-    assert builder.unsatisfied_dependence(through_hub) == pytest.approx(0.0)
-    # Through the unrelated column nothing is carried: pairs (0, 1), (0, 2) and (1, 2) are lost.
-    assert builder.unsatisfied_dependence(through_unrelated) == pytest.approx(2 * (0.8 + 0.8 + 0.64) / 8)
-
-
-def test_without_a_correlation_matrix_every_pair_apart_is_lost():
-    correlation = hub_correlation()
-    builder = ClusterBuilder(np.abs(correlation), np.zeros(4), max_weight=15, merge_threshold=0.1)
-    through_hub = Clusters((0, 3), (DerivedCluster((1,), (0,)), DerivedCluster((2,), (0,))))
-    assert builder.unsatisfied_dependence(through_hub) == pytest.approx(2 * 0.64 / 8)
-
-
-def test_a_patched_cluster_and_weak_correlations_carry_nothing():
-    correlation = hub_correlation()
-    correlation[1, 2] = correlation[2, 1] = 0.05  # under the threshold: not credited even if carried
-    builder = ClusterBuilder(
-        np.abs(hub_correlation()), np.zeros(4), max_weight=15, merge_threshold=0.1, correlation=correlation
-    )
-    through_hub = Clusters((0, 3), (DerivedCluster((1,), (0,)), DerivedCluster((2,), (0,))))
-    patched = Clusters((0, 1, 3), (DerivedCluster((2,), ()),))
-    assert builder.unsatisfied_dependence(through_hub) == pytest.approx(2 * 0.64 / 8)
-    assert builder.unsatisfied_dependence(patched) == pytest.approx(2 * (0.8 + 0.64) / 8)
-
-
 def test_quality_counts_only_pairs_that_share_no_cluster():
     dependence = block_matrix([[0, 1], [2, 3]], 4, strong=0.5, weak=0.0)
     builder = ClusterBuilder(dependence, np.zeros(4), max_weight=15, merge_threshold=0.1)
@@ -178,20 +116,6 @@ def test_dependence_is_high_for_related_columns_and_low_for_independent_ones():
     assert dependence[0, 2] < 0.35
     assert dependence[3, 0] < 0.2
     assert dependence[0, 1] > 2 * dependence[0, 2]
-
-
-def test_correlation_is_the_rank_correlation_of_the_sample():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=5000)
-    values = np.column_stack([x, np.exp(3 * x), -x, rng.normal(size=5000), np.ones(5000)])
-    values[:100, 0] = np.nan  # nulls rank at their mapped value beyond the maximum
-    correlation = measure_dependence(values, sample_size=1000, rng=np.random.default_rng(1)).correlation
-    assert np.allclose(correlation, correlation.T)
-    assert np.all(np.diag(correlation) == 1.0)
-    assert correlation[1, 2] == pytest.approx(-1.0)  # monotone transforms do not matter
-    assert correlation[0, 1] > 0.9
-    assert abs(correlation[0, 3]) < 0.1
-    assert correlation[4, 0] == 0.0  # a constant column correlates with nothing
 
 
 def test_entropy_counts_the_bits_of_the_column():

@@ -2,13 +2,6 @@
 
 Columns are referred to by their position in the table (0..d-1). The dependence matrix is symmetric with
 values in [0, 1]; a column's weight is ``1 + sqrt(max(entropy, 1))`` of its 1-dim entropy in bits.
-
-Quality is the dependence the clustering loses. A pair of columns that shares a cluster loses nothing. A
-pair in different clusters is related in the output only through the stitch columns between them; with a
-correlation matrix the builder estimates how much of the pair's correlation those stitches carry over
-(the correlation a stitched table would have if every join kept each cluster's columns independent of the
-rest given the stitch columns, linearly) and counts only the share that is not carried as lost. Without a
-correlation matrix every such pair is lost entirely, as the published description words it.
 """
 
 from __future__ import annotations
@@ -30,9 +23,6 @@ STITCH_RESERVED_SHARE = 0.5
 # to the cluster, so that near-equal candidates are ordered by their total dependence instead of noise.
 AVERAGE_DEPENDENCE_STEP = 0.05
 MAX_DEPENDENCE_STEP = 0.01
-# Pairs in different clusters correlated more weakly than this get no credit for what stitching carries
-# over: the linear estimate says nothing about their (then non-linear, if any) dependence.
-TRANSMISSION_MIN_CORRELATION = 0.1
 
 
 class StitchOwner(enum.StrEnum):
@@ -84,10 +74,8 @@ def column_weights(entropies: np.ndarray) -> np.ndarray:
 class ClusterBuilder:
     """Turns permutations of the columns into clusters and scores them.
 
-    The solver calls :meth:`unsatisfied_dependence_of` thousands of times, so placing columns works on
+    The solver calls :meth:`unsatisfied_dependence_of` tens of thousands of times, so the hot path works on
     nested Python lists (faster than numpy for lookups this small) and never builds the dataclasses.
-    ``correlation`` (d x d rank correlations, optional) lets the quality credit what stitching carries over
-    between clusters (module docstring).
     """
 
     def __init__(
@@ -98,110 +86,86 @@ class ClusterBuilder:
         max_weight: float,
         merge_threshold: float,
         main_column: int | None = None,
-        correlation: np.ndarray | None = None,
     ):
         dependence = np.asarray(dependence, dtype=float)
         # Symmetric, and the diagonal never counts: a column is never compared with itself.
         dependence = (dependence + dependence.T) / 2
         np.fill_diagonal(dependence, 0.0)
         self.num_columns = dependence.shape[0]
-        self._dependence_matrix = dependence
         self.dependence = dependence.tolist()
         self.total_dependence = dependence.sum(axis=1).tolist()
-        self._correlation = None
-        if correlation is not None:
-            correlation = np.nan_to_num(np.asarray(correlation, dtype=float))
-            if correlation.shape != dependence.shape:
-                raise ValueError(f"correlation has shape {correlation.shape}, dependence {dependence.shape}")
-            self._correlation = (correlation + correlation.T) / 2
-            np.fill_diagonal(self._correlation, 1.0)
-            self._credited = np.abs(self._correlation) >= TRANSMISSION_MIN_CORRELATION
-            self._credited_correlation = np.where(self._credited, self._correlation, 1.0)
-        # Regression of a cluster's columns on its stitch columns, per (stitch, columns): the annealing
-        # revisits the same few clusters many times.
-        self._regressions: dict[tuple[tuple[int, ...], tuple[int, ...]], np.ndarray] = {}
         self.weights = column_weights(entropies).tolist()
         self.max_weight = float(max_weight)
         self.merge_threshold = float(merge_threshold)
         if main_column is not None and not 0 <= main_column < self.num_columns:
             raise ValueError(f"main column {main_column} is not a column index below {self.num_columns}")
         self.main_column = main_column
+        self._total_dependence = float(dependence.sum())
 
     def build(self, permutation: Sequence[int]) -> Clusters:
-        initial, joins = self._joins(permutation)
-        derived = [DerivedCluster(tuple(columns), tuple(stitch)) for stitch, columns in joins]
+        members, weights, _ = self._place_columns(permutation)
+        derived: list[DerivedCluster] = []
+        available = list(members[0])
+        for cluster, weight in zip(members[1:], weights[1:], strict=True):
+            stitch, _ = self._stitch_columns(cluster, weight, available)
+            derived.append(DerivedCluster(tuple(cluster), tuple(stitch)))
+            available.extend(cluster)
+        initial = tuple(members[0])
         # A first derived cluster stitched on the whole initial cluster is the initial cluster grown by
         # its columns: synthesizing it as one saves a stitch and covers the same pairs.
         if derived and set(derived[0].stitch_columns) == set(initial):
-            initial = initial + list(derived[0].columns)
+            initial = initial + derived[0].columns
             derived = derived[1:]
-        return Clusters(tuple(initial), tuple(derived))
+        return Clusters(initial, tuple(derived))
 
     def unsatisfied_dependence_of(self, permutation: Sequence[int]) -> float:
         """The quality of ``build(permutation)`` (lower is better), without building it."""
-        return self._unsatisfied(*self._joins(permutation))
+        members, weights, covered = self._place_columns(permutation)
+        dep = self.dependence
+        home = {}
+        for index, cluster in enumerate(members):
+            for column in cluster:
+                home[column] = index
+        stitches_of: list[list[int]] = [[]]
+        stitch_pairs: set[tuple[int, int]] = set()
+        available = list(members[0])
+        for index in range(1, len(members)):
+            cluster = members[index]
+            stitch, stitch_sums = self._stitch_columns(cluster, weights[index], available)
+            covered += stitch_sums
+            # Pairs of stitch columns are the only pairs that can already share an earlier cluster.
+            for i, a in enumerate(stitch):
+                for b in stitch[i + 1 :]:
+                    pair = (a, b) if a < b else (b, a)
+                    if (
+                        home[a] == home[b]
+                        or a in stitches_of[home[b]]
+                        or b in stitches_of[home[a]]
+                        or pair in stitch_pairs
+                    ):
+                        continue
+                    stitch_pairs.add(pair)
+                    covered += dep[a][b]
+            stitches_of.append(stitch)
+            available.extend(cluster)
+        return (self._total_dependence - 2.0 * covered) / (2 * self.num_columns)
 
     def unsatisfied_dependence(self, clusters: Clusters) -> float:
-        """Average dependence lost between column pairs that share no cluster (lower is better)."""
-        joins = [(list(cluster.stitch_columns), list(cluster.columns)) for cluster in clusters.derived]
-        return self._unsatisfied(list(clusters.initial), joins)
+        """Average dependence between column pairs that share no cluster (lower is better)."""
+        dep = self.dependence
+        covered: set[tuple[int, int]] = set()
+        for columns in clusters.all_clusters():
+            ordered = sorted(columns)
+            for i, a in enumerate(ordered):
+                for b in ordered[i + 1 :]:
+                    covered.add((a, b))
+        satisfied = sum(dep[a][b] for a, b in covered)
+        return (self._total_dependence - 2.0 * satisfied) / (2 * self.num_columns)
 
-    def _joins(self, permutation: Sequence[int]) -> tuple[list[int], list[tuple[list[int], list[int]]]]:
-        """The initial cluster and, per derived cluster, its (stitch columns, own columns)."""
-        members, weights = self._place_columns(permutation)
-        joins = []
-        available = list(members[0])
-        for cluster, weight in zip(members[1:], weights[1:], strict=True):
-            joins.append((self._stitch_columns(cluster, weight, available), cluster))
-            available.extend(cluster)
-        return members[0], joins
-
-    def _unsatisfied(self, initial: list[int], joins: list[tuple[list[int], list[int]]]) -> float:
-        membership = np.zeros((1 + len(joins), self.num_columns))
-        membership[0, initial] = 1.0
-        for index, (stitch, columns) in enumerate(joins, start=1):
-            membership[index, stitch] = 1.0
-            membership[index, columns] = 1.0
-        apart = (membership.T @ membership) == 0
-        lost = np.where(apart, self._dependence_matrix, 0.0)
-        if self._correlation is not None:
-            lost *= 1.0 - self._carried_share(initial, joins)
-        return float(lost.sum()) / (2 * self.num_columns)
-
-    def _carried_share(self, initial: list[int], joins: list[tuple[list[int], list[int]]]) -> np.ndarray:
-        """Per pair, the share of its correlation that the stitched table keeps (0..1), if every join kept
-        a cluster's columns independent of the earlier columns given the stitch columns, linearly: the
-        joined columns C get cov(C, earlier) = B · cov(stitch, earlier) with B the regression of C on the
-        stitch columns within the cluster. A patched cluster keeps nothing of its relation to the rest."""
-        correlation = self._correlation
-        # Rows and columns of columns not placed yet stay 0, so whole rows can be carried at once.
-        in_initial = np.zeros(self.num_columns, dtype=bool)
-        in_initial[initial] = True
-        stitched = np.where(in_initial[:, None] & in_initial[None, :], correlation, 0.0)
-        for stitch, columns in joins:
-            rows = (
-                self._regression(stitch, columns) @ stitched[stitch]
-                if stitch
-                else np.zeros((len(columns), self.num_columns))
-            )
-            rows[:, columns] = correlation[columns][:, columns]
-            stitched[columns] = rows
-            stitched[:, columns] = rows.T
-        return np.where(self._credited, np.clip(stitched / self._credited_correlation, 0.0, 1.0), 0.0)
-
-    def _regression(self, stitch: list[int], columns: list[int]) -> np.ndarray:
-        key = (tuple(stitch), tuple(columns))
-        regression = self._regressions.get(key)
-        if regression is None:
-            correlation = self._correlation
-            # pinv: stitch columns may be collinear (duplicated or constant columns).
-            regression = correlation[columns][:, stitch] @ np.linalg.pinv(correlation[stitch][:, stitch])
-            self._regressions[key] = regression
-        return regression
-
-    def _place_columns(self, permutation: Sequence[int]) -> tuple[list[list[int]], list[float]]:
+    def _place_columns(self, permutation: Sequence[int]) -> tuple[list[list[int]], list[float], float]:
         """Each column joins the cluster it depends on most (on average), if that is at least the merge
-        threshold and the cluster has room; otherwise it opens a cluster."""
+        threshold and the cluster has room; otherwise it opens a cluster. Also returns the summed
+        dependence of the pairs inside the clusters."""
         dep = self.dependence
         weights = self.weights
         threshold = self.merge_threshold
@@ -209,10 +173,11 @@ class ClusterBuilder:
         capacity = DERIVED_CLUSTER_CAPACITY * self.max_weight
         members: list[list[int]] = []
         cluster_weight: list[float] = []
+        covered = 0.0
         for column in permutation:
             get = dep[column].__getitem__
             weight = weights[column]
-            best, best_average = -1, -1.0
+            best, best_average, best_sum = -1, -1.0, 0.0
             for index, cluster in enumerate(members):
                 total = sum(map(get, cluster))
                 average = total / len(cluster)
@@ -222,18 +187,22 @@ class ClusterBuilder:
                     first_capacity if index == 0 else capacity
                 ):
                     continue
-                best, best_average = index, average
+                best, best_average, best_sum = index, average, total
             if best < 0:
                 members.append([column])
                 cluster_weight.append(weight)
             else:
                 members[best].append(column)
                 cluster_weight[best] += weight
-        return members, cluster_weight
+                covered += best_sum
+        return members, cluster_weight, covered
 
-    def _stitch_columns(self, cluster: list[int], weight: float, available: list[int]) -> list[int]:
+    def _stitch_columns(
+        self, cluster: list[int], weight: float, available: list[int]
+    ) -> tuple[list[int], float]:
         """Stitch columns for a derived cluster, from the columns placed before it: the best one (or the
-        main column) always, then others that depend enough on the cluster while the weight allows."""
+        main column) always, then others that depend enough on the cluster while the weight allows.
+        Also returns the summed dependence between the chosen stitch columns and the cluster."""
         dep = self.dependence
         size = len(cluster)
         scored = []
@@ -246,21 +215,23 @@ class ClusterBuilder:
                 math.floor(maximum / MAX_DEPENDENCE_STEP),
                 self.total_dependence[candidate],
             )
-            scored.append((key, maximum, candidate))
+            scored.append((key, maximum, total, candidate))
         scored.sort(reverse=True)
 
         main = self.main_column
         if main is not None and main in available:
-            first = next(item for item in scored if item[2] == main)
+            first = next(item for item in scored if item[3] == main)
         else:
             first = scored[0]
-        stitch = [first[2]]
-        total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[2]]
-        for _, maximum, candidate in scored:
-            if candidate == first[2] or maximum < self.merge_threshold:
+        stitch = [first[3]]
+        covered = first[2]
+        total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[3]]
+        for _, maximum, total, candidate in scored:
+            if candidate == first[3] or maximum < self.merge_threshold:
                 continue
             if total_weight + self.weights[candidate] > self.max_weight:
                 continue
             stitch.append(candidate)
+            covered += total
             total_weight += self.weights[candidate]
-        return stitch
+        return stitch, covered

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from syndiffix_core.forest import null_mapping, snap_range
 
@@ -36,12 +35,10 @@ MAX_DEPTH = 60
 
 @dataclass(frozen=True)
 class DependenceResult:
-    """The measured dependence matrix (d x d, symmetric, diagonal 1), 1-dim entropies (bits), and the
-    rank correlation matrix of the same sample (d x d; 0 where a column is constant)."""
+    """The measured dependence matrix (d x d, symmetric, diagonal 1) and 1-dim entropies (bits)."""
 
     dependence: np.ndarray
     entropies: np.ndarray
-    correlation: np.ndarray
 
 
 def measure_dependence(values: np.ndarray, *, sample_size: int, rng: np.random.Generator) -> DependenceResult:
@@ -60,21 +57,7 @@ def measure_dependence(values: np.ndarray, *, sample_size: int, rng: np.random.G
     for x in range(num_columns):
         for y in range(x + 1, num_columns):
             dependence[x, y] = dependence[y, x] = _pair_dependence(walk_levels[x], walk_levels[y])
-    return DependenceResult(dependence, entropies, _rank_correlation(sample))
-
-
-def _rank_correlation(sample: np.ndarray) -> np.ndarray:
-    """Spearman correlation (average ranks for ties) of the sample's columns, in the order the stitching
-    splits them (nulls at their mapped value, strings by index)."""
-    num_columns = sample.shape[1]
-    if len(sample) < 2:
-        return np.eye(num_columns)
-    ranks = pd.DataFrame(sample).rank(method="average").to_numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        correlation = np.corrcoef(ranks, rowvar=False).reshape(num_columns, num_columns)
-    correlation = np.nan_to_num(correlation)
-    np.fill_diagonal(correlation, 1.0)
-    return correlation
+    return DependenceResult(dependence, entropies)
 
 
 def _map_nulls(sample: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -88,7 +88,6 @@ def plan_table(
         max_weight=params.max_weight,
         merge_threshold=params.merge_threshold,
         main_column=main,
-        correlation=measured.correlation,
     )
     clusters = solve(builder, alpha=params.solver_alpha, rng=rng)
     LOG.info(
