@@ -178,7 +178,7 @@ class Harvester:
                 rows = np.flatnonzero(open_range[:, j] & (low[:, j] == high[:, j]))
                 if rows.size == 0:
                     continue
-                values, position, counts = _unique_inverse(low[rows, j])
+                values, position, counts = np.unique(low[rows, j], return_inverse=True, return_counts=True)
                 keep = self._exact_value_acceptance(columns, pool, values, counts, j)
                 rejected[rows[rng.random(rows.size) >= keep[position]]] = True
             redraw = np.flatnonzero(rejected)
@@ -409,19 +409,6 @@ class Harvester:
         if columns not in self._cumulative_cache:
             self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
         return self._cumulative_cache[columns]
-
-
-def _unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sorted distinct values, index of each value among them, count of each) from one argsort."""
-    order = np.argsort(values)
-    ordered = values[order]
-    first = np.empty(values.size, dtype=bool)
-    first[:1] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    inverse = np.empty(values.size, dtype=np.int64)
-    inverse[order] = np.cumsum(first) - 1
-    starts = np.flatnonzero(first)
-    return ordered[starts], inverse, np.diff(np.r_[starts, values.size])
 
 
 def _lookup(keys: np.ndarray, table_values: np.ndarray, table_counts: np.ndarray):
