@@ -43,7 +43,7 @@ class SynthesisContext:
     salt: Salt
     clustering: ClusteringParams
     target_column: str | None
-    clock: _StageClock | None = None
+    clock: _StageClock
 
 
 class _StageClock:
@@ -118,7 +118,7 @@ def synthesize(
 
     def on_progress(stage: str, fraction: float) -> None:
         if stage.endswith("stitched"):
-            clock.lap(stage.replace("cluster", "stitch", 1).replace(" stitched", ""))
+            clock.lap(stage)
         report(stage, 0.2 + 0.7 * fraction)
 
     table = assemble_clusters(
@@ -173,8 +173,7 @@ def _materialize(
     this one (its stitch columns) are kept instead of being rebuilt (they would come out identical:
     everything is seeded)."""
     microdata = context.microdata.materialize(columns)
-    if context.clock is not None:
-        context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
+    context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
     if pending is not None:
         pending.remove(tuple(columns))
         later = [set(cluster) for cluster in pending]
