@@ -189,6 +189,7 @@ def read_table(path: Path, kinds: dict[str, ColumnKind] | None, aid_columns: Seq
     if overlap:
         raise UsageError(f"column {overlap[0]!r} is both an AID column and a synthesized column")
     used = [*aid_columns, *wanted]
+    raw = None
     if kinds is not None:
         # Declared numbers and strings straight from the C parser (several times faster on large files);
         # any value it rejects sends the whole file through the text path, which names the bad value.
@@ -197,16 +198,17 @@ def read_table(path: Path, kinds: dict[str, ColumnKind] | None, aid_columns: Seq
             raw = _read_csv(path, usecols=used, dtype={**{c: str for c in aid_columns}, **typed})
         except (ValueError, TypeError, OverflowError):
             raw = None
-        if raw is not None:
-            table = {c: raw[c] for c in aid_columns}
-            for name in wanted:
-                parsed = kinds[name] in _PARSER_DTYPES
-                table[name] = raw[name] if parsed else _parse(raw[name], kinds[name])
-            return pd.DataFrame(table)
-    raw = _read_csv(path, usecols=used, dtype=str)
+    parsed_by_reader = raw is not None
+    if raw is None:
+        raw = _read_csv(path, usecols=used, dtype=str)
     table = {c: raw[c] for c in aid_columns}
     for name in wanted:
-        table[name] = _parse(raw[name], kinds[name]) if kinds is not None else _detect(raw[name])
+        if kinds is None:
+            table[name] = _detect(raw[name])
+        elif parsed_by_reader and kinds[name] in _PARSER_DTYPES:
+            table[name] = raw[name]
+        else:
+            table[name] = _parse(raw[name], kinds[name])
     return pd.DataFrame(table)
 
 
