@@ -168,3 +168,44 @@ def test_stub_flags_follow_the_subnodes():
             assert not (level.stub & level.branch).any()
             stubs += int(level.stub.sum())
     assert stubs > 0
+
+
+@pytest.mark.parametrize("code_bits", [20, 62])
+def test_packed_code_sort_orders_rows_by_their_whole_code(code_bits):
+    from syndiffix_core.forest import _sort_codes
+
+    rng = np.random.default_rng(code_bits)
+    # Few distinct high parts and many low parts: with 62-bit codes the packed key drops the low bits,
+    # so the runs it leaves out of order must be sorted again.
+    high = rng.integers(0, 4, 5000).astype(np.uint64) << np.uint64(code_bits - 2)
+    code = high | rng.integers(0, 1 << min(code_bits - 2, 40), 5000).astype(np.uint64)
+    order, sorted_code = _sort_codes(code, code_bits)
+    assert np.array_equal(sorted_code, np.sort(code))
+    assert np.array_equal(code[order], sorted_code)
+    assert np.array_equal(np.sort(order), np.arange(code.size))
+
+
+def test_divergence_finds_where_neighbouring_codes_part_at_each_level():
+    from syndiffix_core.anonymizer import SortedEntities
+    from syndiffix_core.forest import _SortedLayout
+
+    rng = np.random.default_rng(1)
+    k, code_levels = 2, 31
+    code = np.sort(
+        rng.integers(0, 1 << 62, 3000, dtype=np.uint64) >> rng.integers(0, 60, 3000).astype(np.uint64)
+    )
+    layout = _SortedLayout(
+        order=np.arange(code.size),
+        code=code,
+        changes=[],
+        sorted_first=None,
+        entities=SortedEntities(
+            Entities((np.arange(1, code.size + 1, dtype=np.uint64),), None, None), np.arange(code.size)
+        ),
+    )
+    for level in range(1, code_levels + 1):
+        shift = np.uint64((code_levels - level) * k)
+        prefix = code >> shift
+        above = code >> (shift + np.uint64(k))
+        expected = np.flatnonzero((prefix[1:] != prefix[:-1]) & (above[1:] == above[:-1])) + 1
+        assert np.array_equal(np.sort(layout.divergence(code_levels, k, level)), expected), level
