@@ -279,6 +279,8 @@ class DagConfig(_Strict):
     default_args: dict[str, Any] = Field(default_factory=dict)
     pool: str | None = None
     max_active_tasks: int | None = Field(default=None, gt=0)
+    # One run at a time by default: two runs of one DAG write the same target tables.
+    max_active_runs: int = Field(default=1, gt=0)
 
 
 class EffectiveTable(BaseModel):

@@ -1,19 +1,15 @@
-"""DAGs from a folder of syndiffix-ops YAML configs: one DAG per file, one mapped task per output.
+"""One DAG from one syndiffix-ops YAML config, with one mapped task per output.
 
-Each `*.yaml`/`*.yml` file in the folder becomes one DAG (dag_id, schedule, start_date, tags,
-default_args, pool from its `dag:` block) whose single mapped task `synthesize` expands to one task
-instance per table, or per column set of a table that has several, so a Celery or Kubernetes executor
-spreads a warehouse over its workers. Parsing reads only the YAML files: no connection, Variable or
-database is touched until a task runs.
+Each DAG file calls `build_dag` on its own YAML file: the DAG (dag_id, schedule, start_date, tags,
+default_args, pool, max_active_tasks, max_active_runs from the `dag:` block) has a single mapped task
+`synthesize` that expands to one task instance per table, or per column set of a table that has several,
+so a Celery or Kubernetes executor spreads a warehouse over its workers. Parsing reads only the YAML
+file: no connection, Variable or database is touched until a task runs.
 
-Broken files and Airflow's import errors: Airflow records import errors per Python file and, in its
-metadata database, marks every DAG defined by a file with an import error as broken (unscheduled,
-hidden). If the DAGs of good and broken YAML files came from one Python file, one typo would stop the
-whole warehouse. So the work is split over two DAG files that call this module on the same folder:
-
-- one calls `build_dags` and defines the DAGs of the valid files only;
-- one calls `check_configs`, defines no DAG, and raises a `ConfigError` naming each broken file and
-  field: that is the import error the UI shows, while the valid files' DAGs keep running.
+Why one DAG file per YAML file: Airflow records import errors per Python file and marks the DAGs of a
+file with an import error as broken. With one YAML per DAG file, a mistake in a YAML file is an import
+error of its own DAG file that names the YAML file, line and field, shown on that DAG; the other
+configs' DAGs are not touched.
 """
 
 from __future__ import annotations
@@ -25,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from syndiffix_ops.config import ConfigError, PipelineConfig, load_config
+from syndiffix_ops.config import ConfigError, DagConfig, PipelineConfig, load_config
 
-CONFIG_SUFFIXES = (".yaml", ".yml")
 TASK_ID = "synthesize"
 
 _DAG_ID = re.compile(r"^[A-Za-z0-9_.-]{1,250}$")
@@ -76,111 +71,62 @@ class DagSpec:
     outputs: list[dict[str, str | None]]  # expand_kwargs of the mapped task: table and column_set
 
 
-def config_files(configs_dir: str | Path) -> list[Path]:
-    folder = Path(configs_dir)
-    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in CONFIG_SUFFIXES)
-
-
-def load_dag_specs(configs_dir: str | Path) -> tuple[list[DagSpec], list[str]]:
-    """(specs of the valid files, one line per problem of the broken files). Never raises for a file's
-    content, so one broken file cannot hide the others."""
-    specs: list[DagSpec] = []
-    problems: list[str] = []
-    owners: dict[str, Path] = {}
-    for path in config_files(configs_dir):
-        try:
-            spec = _dag_spec(path)
-        except ConfigError as error:
-            problems.extend(error.problems)
-            continue
-        if spec.dag_id in owners:
-            problems.append(
-                f"{path}: dag.dag_id: {spec.dag_id!r} is already the dag_id of {owners[spec.dag_id]}; "
-                "each config file needs its own dag_id"
-            )
-            continue
-        owners[spec.dag_id] = path
-        specs.append(spec)
-    return specs, problems
-
-
-def check_configs(configs_dir: str | Path) -> None:
-    """Raise one ConfigError naming every broken file and field of the folder; quiet when all are valid."""
-    if _parsing_context_dag_id() is not None:
-        return  # a worker loading one DAG to run a task: the check belongs to the dag-processor
-    _, problems = load_dag_specs(configs_dir)
-    if problems:
-        raise ConfigError(problems)
-
-
-def build_dags(
-    configs_dir: str | Path,
+def build_dag(
+    config_path: str | Path,
     *,
     salt_conn_id: str | None = "syndiffix_salt",
     salt_variable: str | None = None,
     report_dir: str | None = None,
-) -> dict[str, Any]:
-    """dag_id -> DAG for every valid config file in the folder (broken files are left to check_configs).
+) -> Any:
+    """The DAG of one config file; raises ConfigError naming the file, line and field of every problem.
 
     The salt comes from the password of connection `salt_conn_id`, or from Variable `salt_variable`
     when salt_conn_id is None, or from the environment variable named by the config's salt_env when both
-    are None. `report_dir` (templated) is where the HTML quality reports go when a config sets none.
+    are None. `report_dir` (templated) is where the HTML quality reports go when the config sets none.
     """
     from airflow.sdk import DAG, AssetAlias
 
     from syndiffix_ops.airflow.operators import SyntheticTableOperator
 
-    specs, _ = load_dag_specs(configs_dir)
-    wanted = _parsing_context_dag_id()
-    dags: dict[str, Any] = {}
-    for spec in specs:
-        if wanted is not None and spec.dag_id != wanted:
-            continue  # a worker running one task needs only that task's DAG
-        block = spec.config.dag
-        tables = ", ".join(dict.fromkeys(str(o["table"]) for o in spec.outputs))
-        # Unset, max_active_tasks keeps Airflow's configured default ([core] max_active_tasks_per_dag).
-        limits = {"max_active_tasks": block.max_active_tasks} if block and block.max_active_tasks else {}
-        with DAG(
-            dag_id=spec.dag_id,
-            schedule=spec.schedule,
-            start_date=spec.start_date,
-            catchup=block.catchup if block else False,
-            tags=sorted({"syndiffix", *(block.tags if block else [])}),
-            default_args=spec.default_args,
-            **limits,
-            description=f"Synthetic copies of {tables} ({spec.path.name})",
-            doc_md=(
-                f"Generated by syndiffix-ops from `{spec.path}`: one `{TASK_ID}` task instance per table "
-                "or column set. Edit the YAML file to change it."
-            ),
-        ) as dag:
-            partial_args: dict[str, Any] = {
-                "task_id": TASK_ID,
-                "config_path": str(spec.path),
-                "source_conn_id": spec.config.source_conn_id,
-                "target_conn_id": spec.config.target_conn_id,
-                "salt_conn_id": salt_conn_id,
-                "salt_variable": salt_variable,
-                "report_dir": report_dir,
-                "outlets": [AssetAlias(name=f"syndiffix/{spec.dag_id}")],
-                "map_index_template": (
-                    "{{ task.table }}{{ ' / ' ~ task.column_set if task.column_set else '' }}"
-                ),
-            }
-            if block and block.pool:
-                partial_args["pool"] = block.pool
-            SyntheticTableOperator.partial(**partial_args).expand_kwargs(spec.outputs)
-        dags[spec.dag_id] = dag
-    return dags
+    spec = dag_spec(Path(config_path))
+    block = spec.config.dag
+    tables = ", ".join(dict.fromkeys(str(o["table"]) for o in spec.outputs))
+    # Unset, max_active_tasks keeps Airflow's configured default ([core] max_active_tasks_per_dag).
+    limits = {"max_active_tasks": block.max_active_tasks} if block and block.max_active_tasks else {}
+    with DAG(
+        dag_id=spec.dag_id,
+        schedule=spec.schedule,
+        start_date=spec.start_date,
+        catchup=block.catchup if block else False,
+        tags=sorted({"syndiffix", *(block.tags if block else [])}),
+        default_args=spec.default_args,
+        max_active_runs=block.max_active_runs if block else DagConfig().max_active_runs,
+        **limits,
+        description=f"Synthetic copies of {tables} ({spec.path.name})",
+        doc_md=(
+            f"Generated by syndiffix-ops from `{spec.path}`: one `{TASK_ID}` task instance per table "
+            "or column set. Edit the YAML file to change it."
+        ),
+    ) as dag:
+        partial_args: dict[str, Any] = {
+            "task_id": TASK_ID,
+            "config_path": str(spec.path),
+            "source_conn_id": spec.config.source_conn_id,
+            "target_conn_id": spec.config.target_conn_id,
+            "salt_conn_id": salt_conn_id,
+            "salt_variable": salt_variable,
+            "report_dir": report_dir,
+            "outlets": [AssetAlias(name=f"syndiffix/{spec.dag_id}")],
+            "map_index_template": "{{ task.table }}{{ ' / ' ~ task.column_set if task.column_set else '' }}",
+        }
+        if block and block.pool:
+            partial_args["pool"] = block.pool
+        SyntheticTableOperator.partial(**partial_args).expand_kwargs(spec.outputs)
+    return dag
 
 
-def _parsing_context_dag_id() -> str | None:
-    from airflow.sdk import get_parsing_context
-
-    return get_parsing_context().dag_id
-
-
-def _dag_spec(path: Path) -> DagSpec:
+def dag_spec(path: Path) -> DagSpec:
+    """What one YAML file asks for, checked without Airflow; ConfigError lists every problem."""
     config = load_config(path)
     block = config.dag
     problems: list[str] = []

@@ -96,6 +96,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+DAG_FILE = """\
+from pathlib import Path
+
+from syndiffix_ops.airflow.dag_factory import build_dag
+
+dag = build_dag(Path(__file__).parent / "configs" / "{config}", report_dir={report_dir!r})
+"""
+
+
+@pytest.fixture(scope="session")
+def add_config_dag():
+    """add_config_dag(dags_folder, name, yaml_text): write configs/<name>.yaml and its DAG file
+    <name>_dag.py (as dags/syndiffix_demo_warehouse.py does for the demo); returns both paths."""
+
+    def add(dags_folder: Path, name: str, config: str, report_dir: str | None = None) -> tuple[Path, Path]:
+        (dags_folder / "configs").mkdir(parents=True, exist_ok=True)
+        config_file = dags_folder / "configs" / f"{name}.yaml"
+        config_file.write_text(config)
+        dag_file = dags_folder / f"{name}_dag.py"
+        dag_file.write_text(DAG_FILE.format(config=config_file.name, report_dir=report_dir))
+        return config_file, dag_file
+
+    return add
+
+
 def connection_json(url: str) -> str:
     """An Airflow connection (JSON form) for a SQLAlchemy URL of the test PostgreSQL server."""
     import sqlalchemy as sa

@@ -1,11 +1,10 @@
-"""The YAML DAG factory as the dag-processor sees it: DAGs from the valid files only, an import error
-naming the broken file and field, and the metadata DB keeping the valid DAGs schedulable."""
+"""The YAML DAG factory as the dag-processor sees it: one DAG per DAG file and YAML file, a broken YAML an
+import error of its own DAG file naming the YAML file and field, the other DAGs untouched."""
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -52,29 +51,27 @@ tables:
 """
 
 
-def _dag_folder(tmp_path: Path, configs: dict[str, str]) -> Path:
+def _dag_folder(tmp_path: Path, add_config_dag, configs: dict[str, str]) -> Path:
     folder = tmp_path / "dags"
-    (folder / "configs").mkdir(parents=True)
-    for name in ("syndiffix_warehouses.py", "syndiffix_config_check.py"):
-        shutil.copy(REPO / "dags" / name, folder / name)
     for name, text in configs.items():
-        (folder / "configs" / name).write_text(text)
+        add_config_dag(folder, name, text)
     return folder
 
 
 def test_a_valid_config_becomes_one_dag_with_one_mapped_instance_per_output(airflow_env, tmp_path):
     from airflow.sdk import AssetAlias
 
-    from syndiffix_ops.airflow.dag_factory import build_dags
+    from syndiffix_ops.airflow.dag_factory import build_dag
 
-    folder = _dag_folder(tmp_path, {"good.yaml": GOOD})
+    (tmp_path / "good.yaml").write_text(GOOD)
     # The connections named in the file do not exist: building the DAG must not look them up.
-    dags = build_dags(folder / "configs")
-    dag = dags["syndiffix_good"]
+    dag = build_dag(tmp_path / "good.yaml")
+    assert dag.dag_id == "syndiffix_good"
     assert dag.schedule == "0 3 * * *"
     assert dag.start_date == dt.datetime(2024, 5, 1, tzinfo=dt.UTC)
     assert set(dag.tags) == {"finance", "syndiffix"}
     assert dag.max_active_tasks == 2
+    assert dag.max_active_runs == 1  # two runs at once would write the same tables
     [task] = dag.tasks
     assert task.task_id == "synthesize"
     assert task.partial_kwargs["pool"] == "synthesis_pool"
@@ -88,23 +85,32 @@ def test_a_valid_config_becomes_one_dag_with_one_mapped_instance_per_output(airf
     ]
 
 
-def test_a_broken_file_is_an_import_error_naming_file_and_field_and_the_others_still_load(
-    airflow_env, tmp_path
+def test_max_active_runs_is_configurable(airflow_env, tmp_path):
+    from syndiffix_ops.airflow.dag_factory import build_dag
+
+    (tmp_path / "two.yaml").write_text(GOOD.replace("  max_active_tasks: 2\n", "  max_active_runs: 2\n"))
+    assert build_dag(tmp_path / "two.yaml").max_active_runs == 2
+
+
+def test_a_broken_file_is_an_import_error_of_its_own_dag_file_and_the_others_still_load(
+    airflow_env, tmp_path, add_config_dag
 ):
     from airflow.dag_processing.dagbag import DagBag
 
-    folder = _dag_folder(tmp_path, {"good.yaml": GOOD, "broken.yaml": BROKEN})
+    folder = _dag_folder(tmp_path, add_config_dag, {"good": GOOD, "broken": BROKEN})
     bag = DagBag(dag_folder=str(folder))
     assert "syndiffix_good" in bag.dags
     assert "syndiffix_broken" not in bag.dags
     [(error_file, message)] = bag.import_errors.items()
-    assert Path(error_file).name == "syndiffix_config_check.py"
-    assert "broken.yaml" in message
+    assert Path(error_file).name == "broken_dag.py"
+    assert "broken.yaml:8" in message
     assert "tables[0]" in message and "aid_colums" in message
     assert "good.yaml" not in message
 
 
-def test_the_metadata_db_keeps_valid_dags_schedulable_next_to_a_broken_file(airflow_env, tmp_path):
+def test_the_metadata_db_flags_the_broken_dag_and_keeps_the_others_schedulable(
+    airflow_env, tmp_path, add_config_dag
+):
     from airflow.dag_processing.bundles.manager import DagBundlesManager
     from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
     from airflow.models.dag import DagModel
@@ -112,17 +118,29 @@ def test_the_metadata_db_keeps_valid_dags_schedulable_next_to_a_broken_file(airf
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    folder = _dag_folder(tmp_path, {"good.yaml": GOOD, "broken.yaml": BROKEN})
+    # First both configs are valid: two DAGs. Then one YAML breaks: its own DAG carries the error.
+    folder = _dag_folder(tmp_path, add_config_dag, {"good": GOOD, "sales": GOOD.replace("_good", "_sales")})
     DagBundlesManager().sync_bundles_to_db()
-    bag = BundleDagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
-    sync_bag_to_db(bag, "dags-folder", None)
+
+    def parse():
+        bag = BundleDagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
+        sync_bag_to_db(bag, "dags-folder", None)
+
+    parse()
+    (folder / "configs" / "sales.yaml").write_text(
+        GOOD.replace("_good", "_sales").replace("retries: 3", "retries: x")
+    )
+    parse()
     with create_session() as session:
         good = session.scalar(select(DagModel).where(DagModel.dag_id == "syndiffix_good"))
-        errors = session.scalars(
-            select(ParseImportError).where(ParseImportError.filename == "syndiffix_config_check.py")
+        sales = session.scalar(select(DagModel).where(DagModel.dag_id == "syndiffix_sales"))
+        [error] = session.scalars(
+            select(ParseImportError).where(ParseImportError.filename.in_(["good_dag.py", "sales_dag.py"]))
         ).all()
         assert (good.is_stale, good.has_import_errors) == (False, False)
-        assert len(errors) == 1 and "aid_colums" in errors[0].stacktrace
+        assert sales.has_import_errors is True
+        assert error.filename == "sales_dag.py"
+        assert "sales.yaml" in error.stacktrace and "dag.default_args.retries" in error.stacktrace
 
 
 @pytest.mark.parametrize(
@@ -141,35 +159,38 @@ def test_the_metadata_db_keeps_valid_dags_schedulable_next_to_a_broken_file(airf
     ],
 )
 def test_dag_block_problems_name_the_file_and_the_field(airflow_env, tmp_path, dag_block, field, message):
-    from syndiffix_ops.airflow.dag_factory import load_dag_specs
+    from syndiffix_ops.airflow.dag_factory import dag_spec
+    from syndiffix_ops.config import ConfigError
 
     config = GOOD.replace(GOOD[GOOD.index("dag:\n") : GOOD.index("tables:")], "dag:\n" + dag_block)
-    folder = _dag_folder(tmp_path, {"odd.yaml": config})
-    specs, problems = load_dag_specs(folder / "configs")
-    assert specs == []
-    assert any(
-        str(folder / "configs" / "odd.yaml") in p and f"{field}:" in p and message in p for p in problems
-    ), problems
+    (tmp_path / "odd.yaml").write_text(config)
+    with pytest.raises(ConfigError) as raised:
+        dag_spec(tmp_path / "odd.yaml")
+    problems = raised.value.problems
+    assert any(str(tmp_path / "odd.yaml") in p and f"{field}:" in p and message in p for p in problems), (
+        problems
+    )
 
 
-def test_two_files_with_one_dag_id_fail_the_second_only(airflow_env, tmp_path):
-    from syndiffix_ops.airflow.dag_factory import load_dag_specs
+def test_two_files_with_one_dag_id_fail_the_second_only(airflow_env, tmp_path, add_config_dag):
+    from airflow.dag_processing.dagbag import DagBag
 
-    folder = _dag_folder(tmp_path, {"a.yaml": GOOD, "b.yaml": GOOD})
-    specs, problems = load_dag_specs(folder / "configs")
-    assert [s.path.name for s in specs] == ["a.yaml"]
-    [problem] = problems
-    assert "b.yaml: dag.dag_id" in problem and "a.yaml" in problem
+    folder = _dag_folder(tmp_path, add_config_dag, {"a": GOOD, "b": GOOD})
+    bag = DagBag(dag_folder=str(folder))
+    assert bag.dags["syndiffix_good"].fileloc == str(folder / "a_dag.py")
+    [(error_file, message)] = bag.import_errors.items()
+    assert Path(error_file).name == "b_dag.py" and "syndiffix_good" in message
 
 
 def test_a_file_without_dag_block_gets_a_dag_id_from_its_name_and_no_schedule(airflow_env, tmp_path):
-    from syndiffix_ops.airflow.dag_factory import build_dags
+    from syndiffix_ops.airflow.dag_factory import build_dag
 
     config = GOOD[: GOOD.index("dag:\n")] + GOOD[GOOD.index("tables:") :]
-    folder = _dag_folder(tmp_path, {"hr warehouse.yml": config})
-    [(dag_id, dag)] = build_dags(folder / "configs").items()
-    assert dag_id == "syndiffix_hr_warehouse"
+    (tmp_path / "hr warehouse.yml").write_text(config)
+    dag = build_dag(tmp_path / "hr warehouse.yml")
+    assert dag.dag_id == "syndiffix_hr_warehouse"
     assert dag.schedule is None
+    assert dag.max_active_runs == 1
 
 
 def test_the_provider_info_satisfies_airflows_schema(airflow_env):
@@ -218,21 +239,3 @@ def test_the_operator_keeps_the_salt_out_of_templates_and_the_heavy_imports_out_
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-
-
-def test_a_worker_parsing_for_one_task_builds_only_that_dag_and_skips_the_check(
-    airflow_env, tmp_path, monkeypatch
-):
-    from syndiffix_ops.airflow.dag_factory import build_dags, check_configs
-    from syndiffix_ops.config import ConfigError
-
-    other = GOOD.replace("dag_id: syndiffix_good", "dag_id: syndiffix_other")
-    folder = _dag_folder(tmp_path, {"good.yaml": GOOD, "other.yaml": other, "broken.yaml": BROKEN})
-    # What Airflow sets while a worker loads the DAG file to run one task of syndiffix_other.
-    monkeypatch.setenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID", "syndiffix_other")
-    assert list(build_dags(folder / "configs")) == ["syndiffix_other"]
-    check_configs(folder / "configs")  # the dag-processor reports broken files; the worker does not
-    monkeypatch.delenv("_AIRFLOW_PARSING_CONTEXT_DAG_ID")
-    assert sorted(build_dags(folder / "configs")) == ["syndiffix_good", "syndiffix_other"]
-    with pytest.raises(ConfigError, match="broken.yaml"):
-        check_configs(folder / "configs")

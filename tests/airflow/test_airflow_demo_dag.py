@@ -1,4 +1,4 @@
-"""The example DAG (dags/syndiffix_warehouses.py + dags/configs/demo_warehouse.yaml), run for real with
+"""The example DAG (dags/syndiffix_demo_warehouse.py + dags/configs/demo_warehouse.yaml), run for real with
 dag.test() against PostgreSQL: tables, lineage rows, OpenLineage events, Asset events, no salt leaks."""
 
 from __future__ import annotations

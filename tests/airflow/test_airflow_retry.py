@@ -61,17 +61,18 @@ def fail_first_swap(demo_source):
 
 
 def test_a_task_failing_on_its_first_try_succeeds_on_retry_without_staging_leftovers(
-    airflow_env, run_dag, fail_first_swap
+    airflow_env, run_dag, fail_first_swap, add_config_dag
 ):
     import sqlalchemy as sa
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
 
-    (airflow_env.configs / "retry_test.yaml").write_text(CONFIG)
+    files = add_config_dag(airflow_env.dags_folder, "retry_test", CONFIG)
     try:
         dag_run = run_dag(DAG_ID)
     finally:
-        (airflow_env.configs / "retry_test.yaml").unlink()
+        for file in files:
+            file.unlink()
 
     with create_session() as session:
         [ti] = session.scalars(
