@@ -458,6 +458,87 @@ def _cross_table_problems(tables: Sequence[TableConfig]) -> list[str]:
     return problems
 
 
+def output_conflicts(config: PipelineConfig, table: TableConfig) -> list[str]:
+    """Outputs of `table` that would overwrite a source table of the config or the lineage table, as far
+    as the config alone tells: the same source and target URL (or SQLite file) and the same schema, or
+    both in the connection's default schema. The pipeline checks again against the live connections."""
+    problems = lineage_name_conflicts(table)
+    if not _same_database(config.source, config.target):
+        return problems
+    for target in table.output_targets().values():
+        for source_table in config.tables:
+            if _same_table_name(source_table, target, config.target_schema, config.source):
+                problems.append(
+                    f"output {_dotted(config.target_schema, target)} would overwrite source table "
+                    f"{source_table.source} (source and target are the same database); "
+                    "choose another target name or set target_schema to another schema"
+                )
+    return problems
+
+
+def lineage_name_conflicts(table: TableConfig) -> list[str]:
+    """Outputs named like the lineage table, which records every run in the target schema."""
+    from syndiffix_ops.lineage import LINEAGE_TABLE
+
+    return [
+        f"output {target!r} is the name of the lineage table that records every run; choose another target name"
+        for target in table.output_targets().values()
+        if target.casefold() == LINEAGE_TABLE
+    ]
+
+
+def _dotted(schema: str | None, name: str) -> str:
+    return f"{schema}.{name}" if schema else name
+
+
+def _same_database(source: str | None, target: str | None) -> bool:
+    if source is None or target is None:
+        return False
+    left, right = _url_shape(source), _url_shape(target)
+    if left is None or right is None or left.get_backend_name() != right.get_backend_name():
+        return source == target
+    if left.get_backend_name() == "sqlite":  # in-memory databases are never shared between engines
+        return _sqlite_file(left.database) is not None and _sqlite_file(left.database) == _sqlite_file(
+            right.database
+        )
+    host = lambda url: (url.host or "localhost").lower().replace("127.0.0.1", "localhost")  # noqa: E731
+    return (host(left), left.port, left.database) == (host(right), right.port, right.database)
+
+
+def _url_shape(url: str):
+    """The URL with each ${VAR} replaced by a placeholder naming it, so equal variables compare equal."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(_ENV_REFERENCE.sub(r"env_\1", url))
+    except ArgumentError:
+        return None
+
+
+def _sqlite_file(database: str | None) -> str | None:
+    return os.path.realpath(database) if database and database != ":memory:" else None
+
+
+def _same_table_name(
+    source_table: TableConfig, target: str, target_schema: str | None, url: str | None
+) -> bool:
+    shape = _url_shape(url) if url else None
+    backend = shape.get_backend_name() if shape is not None else ""
+    # the schema a name without one lands in: SQLite's main database, MySQL's database of the URL
+    default = {"sqlite": "main"}.get(backend, shape.database if backend in ("mysql", "mariadb") else None)
+    source_schema = source_table.schema_name or default
+    if (target_schema or default) != source_schema:
+        return False
+    if backend in (
+        "sqlite",
+        "mysql",
+        "mariadb",
+    ):  # case-insensitive names (MySQL: on many servers; refuse to be safe)
+        return source_table.table_name.casefold() == target.casefold()
+    return source_table.table_name == target
+
+
 # ---------------------------------------------------------------------------------------------- loading
 
 
@@ -522,6 +603,10 @@ def parse_config(
                 continue  # the per-table pass has reported it
             report(loc, _message(err))
         config = None
+    if config is not None:
+        for index, table in enumerate(config.tables):
+            for message in output_conflicts(config, table):
+                report(("tables", index, "target"), message, table.display_name)
     if problems or config is None:
         raise ConfigError(problems)
     return config

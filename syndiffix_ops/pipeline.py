@@ -29,6 +29,7 @@ from syndiffix_ops.config import (
     SchemaChangePolicy,
     TableConfig,
     WriteMode,
+    lineage_name_conflicts,
 )
 from syndiffix_ops.engines import get_engine
 from syndiffix_ops.lineage import (
@@ -49,6 +50,7 @@ from syndiffix_ops.warehouse import (
     target_type_sql,
     write_table,
 )
+from syndiffix_ops.warehouse.locations import overlaps
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,7 @@ def run_table(
     source_engine, owns_source = _engine(source, config.source_url)
     target_engine, owns_target = _engine(target, config.target_url)
     try:
+        _refuse_overwriting_sources(config, table_config, source_engine, target_engine, label)
         salt_bytes = None if dry_run else _salt(salt, effective.salt_env, label)
         source_table = _reflect(source_engine, table_config, label)
         aids, synthesized = _resolve_columns(source_table, effective, label)
@@ -214,6 +217,24 @@ def _engine(given: sa.Engine | str | None, url: Callable[[], str]) -> tuple[sa.E
     if isinstance(given, sa.Engine):
         return given, False
     return sa.create_engine(given if isinstance(given, str) else url()), True
+
+
+def _refuse_overwriting_sources(
+    config: PipelineConfig, table: TableConfig, source: sa.Engine, target: sa.Engine, label: str
+) -> None:
+    """No output may replace a source table of the config (or the lineage table): checked on the live
+    connections, where two URLs that look different can still reach the same table."""
+    problems = lineage_name_conflicts(table)
+    sources = [(t.schema_name, t.table_name) for t in config.tables]
+    outputs = [(config.target_schema, name) for name in table.output_targets().values()]
+    with source.connect() as source_conn, target.connect() as target_conn:
+        for output, overwritten in overlaps(source_conn, target_conn, sources, outputs):
+            problems.append(
+                f"output {_qualified(*output)} is the source table {_qualified(*overwritten)} "
+                "(the same table in the same database); choose another target name or target_schema"
+            )
+    if problems:
+        raise ConfigError([f"{label}: {problem}; nothing was written" for problem in problems])
 
 
 def _salt(given: bytes | None, env_name: str, label: str) -> bytes:
