@@ -1,0 +1,163 @@
+"""What the harness prints: per table the metrics (mean ± salt-to-salt standard deviation) of ours,
+syndiffix 1.0.8 and the resample baseline, numeric tails, and at the end the acceptance checks of
+issue 12 as a PASS/FAIL table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+REFERENCE = "syndiffix-1.0.8"
+METHODS = ("ours", REFERENCE, "resample")
+LOWER_IS_BETTER = [("tvd_1dim", "1-dim TVD"), ("tvd_2dim", "2-dim TVD"), ("corr_error", "correlation error")]
+HIGHER_IS_BETTER = [
+    ("sdm_overall", "SDMetrics overall"),
+    ("sdm_column_shapes", "  column shapes"),
+    ("sdm_pair_trends", "  pair trends"),
+    ("ml", "ML efficacy"),
+]
+MEAN_TOLERANCE_SD = 0.05  # |mean(synthetic) - mean(source)| in source standard deviations
+SHARE_TOLERANCE = 0.10  # relative, on the share of rows above the source's p90
+MIN_JUDGED_SHARE = 0.05  # below this the source's p90 sits on a tie: the share says little
+MIN_CPU_RATIO = 50.0
+
+
+def spread(runs: list[dict], key: str) -> tuple[float, float] | None:
+    values = [run[key] for run in runs if run.get(key) is not None]
+    if not values:
+        return None
+    return float(np.mean(values)), float(np.std(values))
+
+
+def _cell(stat: tuple[float, float] | None, digits: int = 4) -> str:
+    if stat is None:
+        return f"{'-':>18s}"
+    return f"{stat[0]:>10.{digits}f} ±{stat[1]:<6.{digits}f}"
+
+
+def cpu_ratio(result: dict) -> float | None:
+    ours, reference = (
+        spread(result["runs"]["ours"], "cpu_seconds"),
+        spread(result["runs"][REFERENCE], "cpu_seconds"),
+    )
+    if ours is None or reference is None or ours[0] <= 0:
+        return None
+    return reference[0] / ours[0]
+
+
+def tail_means(runs: list[dict], column: str) -> dict[str, float] | None:
+    found = [run["tails"][column] for run in runs if column in run.get("tails", {})]
+    if not found:
+        return None
+    return {
+        key: float(np.nanmean([tail[key] for tail in found])) for key in ("mean", "p90", "p99", "above_p90")
+    }
+
+
+def print_table(result: dict) -> None:
+    source, runs = result["source"], result["runs"]
+    target = result["target"]
+    print(
+        f"\n== {result['table']} ({result['origin']}): {source['rows']} rows x {len(source['columns'])} columns, "
+        f"AID {result['aid'] or '-'}, hold-out {source['holdout_rows']} rows, "
+        f"{len(result['salts'])} salt(s); 1.0.8 outputs: {len(runs[REFERENCE])} =="
+    )
+    print(f"{'':22s}" + "".join(f"{name:>18s}" for name in METHODS))
+    ours_cpu, ref_cpu = spread(runs["ours"], "cpu_seconds"), spread(runs[REFERENCE], "cpu_seconds")
+    ratio = cpu_ratio(result)
+    ratio_text = f"   CPU ratio {ratio:.0f}x" if ratio is not None else ""
+    print(f"{'CPU seconds':22s}{_cell(ours_cpu, 2)}{_cell(ref_cpu, 1)}{'-':>18s}{ratio_text}")
+    for key, label in LOWER_IS_BETTER + HIGHER_IS_BETTER:
+        if key == "ml":
+            if target is None:
+                continue
+            label = f"ML {'AUC' if result['classification'] else 'R^2'} ({target})"
+        cells = "".join(_cell(spread(runs[method], key)) for method in METHODS)
+        extra = f"   trained on source: {source['ml_real']:.4f}" if key == "ml" else ""
+        if any(spread(runs[method], key) for method in METHODS):
+            print(f"{label:22s}{cells}{extra}")
+    outside = [sum(sum(run["out_of_range"].values()) for run in runs[method]) for method in METHODS]
+    print(f"{'out-of-range values':22s}" + "".join(f"{count:>18d}" for count in outside) + "   (all salts)")
+    columns = sorted({column for run in runs["ours"] for column, n in run["out_of_range"].items() if n})
+    if columns:
+        print(f"{'':22s}ours out of range in: {', '.join(columns)}")
+    print("numeric columns: mean | p90 | p99 | share above source p90, as source / ours / 1.0.8 / resample")
+    for column, facts in source["tails"].items():
+        means = [tail_means(runs[method], column) for method in METHODS]
+        parts = []
+        for key, fmt in (("mean", "{:.4g}"), ("p90", "{:.4g}"), ("p99", "{:.4g}"), ("above_p90", "{:.1%}")):
+            values = [fmt.format(facts[key])] + [fmt.format(m[key]) if m else "-" for m in means]
+            parts.append(" / ".join(values))
+        print(f"  {column:16s} " + " | ".join(parts))
+
+
+def _not_worse(result: dict, key: str, lower_is_better: bool) -> str:
+    ours, reference = spread(result["runs"]["ours"], key), spread(result["runs"][REFERENCE], key)
+    if ours is None or reference is None:
+        return "n/a"
+    worse_by = (ours[0] - reference[0]) if lower_is_better else (reference[0] - ours[0])
+    noise = float(np.hypot(ours[1], reference[1]))
+    if worse_by <= 0:
+        return "PASS"
+    return "tie" if worse_by <= noise else "FAIL"
+
+
+def failing_columns(result: dict) -> tuple[list[str], list[str]]:
+    """Numeric columns whose mean (over salts) misses by more than 0.05 sd, and those whose share above
+    the source's p90 misses the source's share by more than 10 % of it."""
+    bad_mean, bad_share = [], []
+    for column, facts in result["source"]["tails"].items():
+        ours = tail_means(result["runs"]["ours"], column)
+        if ours is None:
+            bad_mean.append(column)
+            continue
+        if abs(ours["mean"] - facts["mean"]) > MEAN_TOLERANCE_SD * (facts["sd"] or 1.0):
+            bad_mean.append(column)
+        judged = facts["above_p90"] >= MIN_JUDGED_SHARE
+        if judged and abs(ours["above_p90"] - facts["above_p90"]) > SHARE_TOLERANCE * facts["above_p90"]:
+            bad_share.append(column)
+    return bad_mean, bad_share
+
+
+def acceptance(result: dict) -> dict[str, str]:
+    checks = {key: _not_worse(result, key, True) for key, _ in LOWER_IS_BETTER}
+    checks["sdm_overall"] = _not_worse(result, "sdm_overall", False)
+    checks["ml"] = _not_worse(result, "ml", False) if result["target"] else "n/a"
+    outside = sum(sum(run["out_of_range"].values()) for run in result["runs"]["ours"])
+    checks["out_of_range"] = "PASS" if outside == 0 else "FAIL"
+    bad_mean, bad_share = failing_columns(result)
+    checks["mean"] = "PASS" if not bad_mean else "FAIL"
+    checks["above_p90"] = "PASS" if not bad_share else "FAIL"
+    ratio = cpu_ratio(result)
+    checks["cpu_ratio"] = "n/a" if ratio is None else ("PASS" if ratio >= MIN_CPU_RATIO else "FAIL")
+    return checks
+
+
+HEADERS = {
+    "tvd_1dim": "TVD1",
+    "tvd_2dim": "TVD2",
+    "corr_error": "corr",
+    "sdm_overall": "SDM",
+    "ml": "ML",
+    "out_of_range": "range",
+    "mean": "mean",
+    "above_p90": ">p90",
+    "cpu_ratio": "CPUx50",
+}
+
+
+def print_acceptance(results: list[dict]) -> None:
+    print(
+        "\n== acceptance (issue 12; mean over salts). vs 1.0.8: PASS = ours as good or better, tie = worse by"
+        " less than the salt-to-salt noise, FAIL = worse beyond it; n/a = no 1.0.8 output cached =="
+    )
+    print(f"{'table':12s}" + "".join(f"{header:>8s}" for header in HEADERS.values()))
+    for result in results:
+        result["acceptance"] = checks = acceptance(result)
+        print(f"{result['table']:12s}" + "".join(f"{checks[key]:>8s}" for key in HEADERS))
+    for result in results:
+        bad_mean, bad_share = failing_columns(result)
+        if bad_mean or bad_share:
+            print(
+                f"  {result['table']}: mean off by > {MEAN_TOLERANCE_SD} sd: {', '.join(bad_mean) or '-'}; "
+                f"share above p90 off by > {SHARE_TOLERANCE:.0%}: {', '.join(bad_share) or '-'}"
+            )
