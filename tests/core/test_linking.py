@@ -1,0 +1,251 @@
+"""Linked synthesis: keys that join, fresh surrogate keys, link statistics from the engine only."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from syndiffix_core.linking import (
+    ForeignKey,
+    LinkedTable,
+    LinkingError,
+    OrphanPolicy,
+    entity_links,
+    synthesize_linked,
+)
+
+SALT = b"linking tests"
+
+
+def _customers_orders(seed: int = 1, customers: int = 2000, heavy: int = 0, null_share: float = 0.0):
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 90, customers)
+    parents = pd.DataFrame(
+        {"customer_id": np.arange(customers) + 1, "age": age, "segment": rng.choice(list("abc"), customers)}
+    )
+    per_parent = rng.poisson(1 + age / 15)
+    per_parent[0] = max(per_parent[0], heavy)
+    owner = np.repeat(parents.customer_id.to_numpy(), per_parent)
+    children = pd.DataFrame(
+        {
+            "order_id": np.arange(len(owner)) + 1,
+            "customer_id": pd.array(owner, dtype="Int64"),
+            "amount": rng.gamma(2.0, 10 + np.repeat(age, per_parent) / 3),
+        }
+    )
+    if null_share:
+        children.loc[rng.random(len(children)) < null_share, "customer_id"] = pd.NA
+    return parents, children
+
+
+def _link(parents, children, **fk_options):
+    return {
+        "customers": LinkedTable("customers", parents, primary_key=("customer_id",)),
+        "orders": LinkedTable(
+            "orders",
+            children,
+            primary_key=("order_id",),
+            foreign_keys=(ForeignKey(("customer_id",), "customers", ("customer_id",), **fk_options),),
+        ),
+    }
+
+
+def _children_per_parent(children: pd.DataFrame, parents: pd.DataFrame) -> pd.Series:
+    return children.groupby("customer_id").size().reindex(parents.customer_id, fill_value=0)
+
+
+def test_every_foreign_key_references_a_synthetic_parent_and_keys_are_unique():
+    parents, children = _customers_orders()
+    out = synthesize_linked(_link(parents, children), salt=SALT)
+    customers, orders = out["customers"], out["orders"]
+    assert list(customers.columns) == ["customer_id", "age", "segment"]
+    assert list(orders.columns) == ["order_id", "customer_id", "amount"]
+    assert customers.customer_id.is_unique and orders.order_id.is_unique
+    assert orders.customer_id.notna().all()
+    assert orders.customer_id.isin(customers.customer_id).all()
+    joined = orders.merge(customers, on="customer_id")
+    assert len(joined) == len(orders)
+
+
+def test_children_per_parent_and_parent_column_correlation_survive():
+    parents, children = _customers_orders()
+    out = synthesize_linked(_link(parents, children), salt=SALT)
+    source_counts = _children_per_parent(children, parents)
+    synthetic_counts = _children_per_parent(out["orders"], out["customers"])
+    assert abs(synthetic_counts.mean() - source_counts.mean()) < 0.15 * source_counts.mean()
+    source_corr = np.corrcoef(parents.age, source_counts)[0, 1]
+    synthetic_corr = np.corrcoef(out["customers"].age, synthetic_counts)[0, 1]
+    assert source_corr > 0.3 and abs(synthetic_corr - source_corr) < 0.1
+
+
+def test_a_heavy_parent_count_does_not_show_through():
+    parents, children = _customers_orders(heavy=500)
+    out = synthesize_linked(_link(parents, children), salt=SALT)
+    synthetic_counts = _children_per_parent(out["orders"], out["customers"])
+    assert _children_per_parent(children, parents).max() == 500
+    assert synthetic_counts.max() < 100
+
+
+def test_surrogate_keys_are_fresh_and_independent_of_the_real_key_values():
+    parents, children = _customers_orders()
+    out = synthesize_linked(_link(parents, children), salt=SALT)
+    shifted_parents = parents.assign(customer_id=parents.customer_id + 7_000_000)
+    shifted_children = children.assign(
+        order_id=children.order_id * 3, customer_id=children.customer_id + 7_000_000
+    )
+    shifted = synthesize_linked(_link(shifted_parents, shifted_children), salt=SALT)
+    pd.testing.assert_frame_equal(out["customers"], shifted["customers"])
+    pd.testing.assert_frame_equal(out["orders"], shifted["orders"])
+    overlap = out["customers"].customer_id.isin(parents.customer_id).mean()
+    assert overlap < 0.01
+
+
+def test_the_null_share_of_a_foreign_key_follows_the_source():
+    parents, children = _customers_orders(null_share=0.3)
+    out = synthesize_linked(_link(parents, children), salt=SALT)
+    orders = out["orders"]
+    assert abs(orders.customer_id.isna().mean() - 0.3) < 0.05
+    assert orders.customer_id.dropna().isin(out["customers"].customer_id).all()
+
+
+def test_orphans_follow_their_policy():
+    parents, children = _customers_orders()
+    orphaned = children.copy()
+    orphaned.loc[orphaned.index % 5 == 0, "customer_id"] = (
+        10_000_000 + orphaned.index[orphaned.index % 5 == 0]
+    )
+    with pytest.raises(
+        LinkingError, match=r"table orders: foreign key \(customer_id\) -> customers\(customer_id\)"
+    ):
+        synthesize_linked(_link(parents, orphaned, on_orphan=OrphanPolicy.ERROR), salt=SALT)
+    as_null = synthesize_linked(_link(parents, orphaned, on_orphan=OrphanPolicy.NULL), salt=SALT)["orders"]
+    dropped = synthesize_linked(_link(parents, orphaned, on_orphan=OrphanPolicy.DROP), salt=SALT)["orders"]
+    assert abs(as_null.customer_id.isna().mean() - 0.2) < 0.05
+    assert dropped.customer_id.notna().all()
+    assert len(dropped) < 0.9 * len(as_null)
+
+
+def test_composite_keys_several_keys_to_one_parent_and_a_self_reference():
+    rng = np.random.default_rng(5)
+    airports = pd.DataFrame(
+        {
+            "code": [f"A{i:02d}" for i in range(60)],
+            "kind": ["hub"] * 8 + ["regional"] * 52,
+            "alt": rng.integers(0, 3000, 60),
+        }
+    )
+    teams = pd.DataFrame(
+        {"year": np.repeat(np.arange(2000, 2020), 10), "team": np.tile([f"T{i}" for i in range(10)], 20)}
+    )
+    teams["wins"] = rng.integers(40, 120, len(teams))
+    rows = 6000
+    flights = pd.DataFrame(
+        {
+            "flight_id": np.arange(rows),
+            "origin": rng.choice(airports.code[:8], rows),
+            "dest": rng.choice(airports.code, rows),
+            "year": rng.choice(teams.year, rows),
+            "team": rng.choice(teams.team.unique(), rows),
+            "delay": rng.normal(10, 30, rows),
+        }
+    )
+    flights["previous"] = pd.array(
+        np.where(rng.random(rows) < 0.5, rng.integers(0, rows, rows), -1), dtype="Int64"
+    )
+    flights.loc[flights.previous == -1, "previous"] = pd.NA
+    tables = {
+        "airports": LinkedTable("airports", airports, primary_key=("code",), key_limits={"code": 3}),
+        "teams": LinkedTable("teams", teams, primary_key=("year", "team")),
+        "flights": LinkedTable(
+            "flights",
+            flights,
+            primary_key=("flight_id",),
+            foreign_keys=(
+                ForeignKey(("origin",), "airports", ("code",), context=("kind",)),
+                ForeignKey(("dest",), "airports", ("code",)),
+                ForeignKey(("year", "team"), "teams", ("year", "team")),
+                ForeignKey(("previous",), "flights", ("flight_id",)),
+            ),
+        ),
+    }
+    out = synthesize_linked(tables, salt=SALT)
+    synthetic = out["flights"]
+    assert out["airports"].code.str.len().le(3).all() and out["airports"].code.is_unique
+    for column in ("origin", "dest"):
+        assert synthetic[column].isin(out["airports"].code).all()
+    # every flight leaves from a hub: the child side's context distribution places them on hubs
+    origin_kind = synthetic.merge(out["airports"], left_on="origin", right_on="code").kind
+    assert (origin_kind == "hub").mean() > 0.9
+    assert synthetic.dest.nunique() > 20
+    assert out["teams"][["year", "team"]].drop_duplicates().shape[0] == len(out["teams"])
+    assert len(synthetic.merge(out["teams"], on=["year", "team"])) == len(synthetic)
+    previous = synthetic.previous.dropna()
+    assert previous.isin(synthetic.flight_id).all()
+    assert abs(synthetic.previous.isna().mean() - 0.5) < 0.07
+
+
+def test_string_and_uuid_keys_stay_of_their_type_and_unique_columns_stay_unique():
+    rng = np.random.default_rng(3)
+    parents = pd.DataFrame(
+        {
+            "id": [str(uuid.UUID(int=int(v))) for v in rng.integers(0, 2**62, 800)],
+            "email": [f"user{i}@example.org" for i in range(800)],
+            "score": rng.normal(0, 1, 800),
+        }
+    )
+    children = pd.DataFrame(
+        {
+            "code": [f"C-{i}" for i in range(3000)],
+            "parent": rng.choice(parents.id, 3000),
+            "x": rng.normal(0, 1, 3000),
+        }
+    )
+    tables = {
+        "parents": LinkedTable("parents", parents, primary_key=("id",), unique=(("email",),)),
+        "children": LinkedTable(
+            "children",
+            children,
+            primary_key=("code",),
+            foreign_keys=(ForeignKey(("parent",), "parents", ("id",)),),
+        ),
+    }
+    out = synthesize_linked(tables, salt=SALT)
+    assert out["parents"].id.map(lambda v: str(uuid.UUID(v)) == v).all()
+    assert out["parents"].email.is_unique and not out["parents"].email.isin(parents.email).any()
+    assert out["children"].code.map(type).eq(str).all() and out["children"].code.is_unique
+    assert out["children"].parent.isin(out["parents"].id).all()
+
+
+def test_entity_links_follow_the_parents_aid_columns():
+    frame = pd.DataFrame({"k": [1], "a": [1], "p": [1], "q": [1]})
+    tables = {
+        "people": LinkedTable("people", frame, primary_key=("k",), aid_columns=("k",)),
+        "dim": LinkedTable("dim", frame, primary_key=("k",)),
+        "facts": LinkedTable(
+            "facts",
+            frame,
+            foreign_keys=(ForeignKey(("p",), "people", ("k",)), ForeignKey(("q",), "dim", ("k",))),
+        ),
+        "single": LinkedTable("single", frame, foreign_keys=(ForeignKey(("q",), "dim", ("k",)),)),
+    }
+    links = entity_links(tables)
+    assert [fk.parent for fk in links["facts"]] == ["people"]
+    assert [fk.parent for fk in links["single"]] == ["dim"]
+
+
+def test_a_reference_to_a_missing_table_or_column_is_refused():
+    parents, children = _customers_orders(customers=50)
+    tables = _link(parents, children)
+    tables["orders"] = LinkedTable(
+        "orders", children, foreign_keys=(ForeignKey(("customer_id",), "clients", ("customer_id",)),)
+    )
+    with pytest.raises(LinkingError, match="parent table is not in the linked set"):
+        synthesize_linked(tables, salt=SALT)
+    tables["orders"] = LinkedTable(
+        "orders", children, foreign_keys=(ForeignKey(("customer_id",), "customers", ("age",)),)
+    )
+    with pytest.raises(LinkingError, match="not a primary or unique key of customers"):
+        synthesize_linked(tables, salt=SALT)
