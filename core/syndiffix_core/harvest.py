@@ -115,6 +115,7 @@ class Harvester:
         self._sub_range_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
         self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
+        self._bounds: dict[int, np.ndarray] = {}
 
     def release(self, keep: Callable[[tuple[int, ...]], bool]) -> None:
         """Drop the cached pools and lookups of every tree whose columns `keep` rejects."""
@@ -256,6 +257,8 @@ class Harvester:
             nodes = np.flatnonzero(own_bucket | (refine > 0))
             if nodes.size:
                 low, high = tree.node_ranges(self.forest, depth, nodes)
+                if k > 1:
+                    self._clip_to_bounds(tree.columns, low, high)
                 lazy = refine[nodes] > 0
                 parts.append(
                     Buckets(
@@ -280,6 +283,43 @@ class Harvester:
         result = store._take(bucket_id[order][keep])
         result.count = rounded[keep]
         return result
+
+    def column_bounds(self, column: int) -> np.ndarray:
+        """The column's anonymized range as its two edge buckets of the 1-dim harvest, nulls left out:
+        [[bottom bucket low, high], [top bucket low, high]]; the range is [edges[0, 0], edges[1, 1]].
+
+        Multi-column trees share the 1-dim root range, which is wider: a null mapping far beyond the
+        maximum keeps the root from being pushed down, and edge cells overhang the data. Their buckets
+        are clipped to this hull, which only uses what the 1-dim harvest releases anyway.
+        """
+        if column not in self._bounds:
+            pool = self.pool((column,))
+            present = np.flatnonzero(pool.low[:, 0] != self.forest.null_values[column])
+            if present.size:
+                bottom = present[np.argmin(pool.low[present, 0])]
+                top = present[np.argmax(pool.high[present, 0])]
+                edges = [[pool.low[bottom, 0], pool.high[bottom, 0]], [pool.low[top, 0], pool.high[top, 0]]]
+            else:
+                low, size = self.forest.column_range(column)
+                edges = [[low, low + size], [low, low + size]]
+            self._bounds[column] = np.array(edges, dtype=np.float64)
+        return self._bounds[column]
+
+    def _clip_to_bounds(self, columns, low, high) -> None:
+        """Narrow the open ranges of multi-dim buckets (n, k) to each column's anonymized range, in place.
+        A range wholly beyond it (rows of a tail the 1-dim tree suppressed) becomes the nearest edge
+        bucket: a point there could be a value the 1-dim tree never released (e.g. a rare string)."""
+        for position, column in enumerate(columns):
+            edges = self.column_bounds(column)
+            bottom, top = edges[0, 0], edges[1, 1]
+            lo, hi = low[:, position], high[:, position]
+            open_range = lo != hi
+            below = open_range & (hi <= bottom)
+            above = open_range & (lo >= top)
+            lo[open_range] = np.clip(lo[open_range], bottom, top)
+            hi[open_range] = np.clip(hi[open_range], bottom, top)
+            lo[below], hi[below] = edges[0]
+            lo[above], hi[above] = edges[1]
 
     def _concretize(self, columns, entries, rng):
         """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool."""
