@@ -476,6 +476,18 @@ def output_conflicts(config: PipelineConfig, table: TableConfig) -> list[str]:
     return problems
 
 
+def _where_problem(where: str, source_url: str | None) -> str | None:
+    """Why `where` is not one boolean expression in the source's dialect (any, without a source URL)."""
+    from syndiffix_ops.where import WhereError, check_where
+
+    shape = _url_shape(source_url) if source_url else None
+    try:
+        check_where(where, shape.get_backend_name() if shape is not None else None)
+    except WhereError as error:
+        return str(error).removeprefix("where: ")
+    return None
+
+
 def lineage_name_conflicts(table: TableConfig) -> list[str]:
     """Outputs named like the lineage table, which records every run in the target schema."""
     from syndiffix_ops.lineage import LINEAGE_TABLE
@@ -607,6 +619,10 @@ def parse_config(
         for index, table in enumerate(config.tables):
             for message in output_conflicts(config, table):
                 report(("tables", index, "target"), message, table.display_name)
+            if table.where is not None:
+                problem = _where_problem(table.where, config.source)
+                if problem:
+                    report(("tables", index, "where"), problem, table.display_name)
     if problems or config is None:
         raise ConfigError(problems)
     return config

@@ -51,6 +51,7 @@ from syndiffix_ops.warehouse import (
     write_table,
 )
 from syndiffix_ops.warehouse.locations import overlaps
+from syndiffix_ops.where import WhereError, render_where
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def run_table(
     source_engine, owns_source = _engine(source, config.source_url)
     target_engine, owns_target = _engine(target, config.target_url)
     try:
+        _check_where(table_config.where, source_engine.dialect.name, label)
         _refuse_overwriting_sources(config, table_config, source_engine, target_engine, label)
         salt_bytes = None if dry_run else _salt(salt, effective.salt_env, label)
         source_table = _reflect(source_engine, table_config, label)
@@ -235,6 +237,14 @@ def _refuse_overwriting_sources(
             )
     if problems:
         raise ConfigError([f"{label}: {problem}; nothing was written" for problem in problems])
+
+
+def _check_where(where: str | None, dialect: str, label: str) -> None:
+    if where is not None:
+        try:
+            render_where(where, dialect)
+        except WhereError as error:
+            raise ConfigError([f"{label}: {error}"]) from None
 
 
 def _salt(given: bytes | None, env_name: str, label: str) -> bytes:
