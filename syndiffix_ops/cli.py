@@ -198,11 +198,17 @@ def run_tables(
     report_dir: Path | None = None,
     salt: bytes | None = None,
     verbose: bool = False,
+    run_id: str | None = None,
 ) -> list[TableOutcome]:
-    """Run each table through the pipeline with a progress bar; one table's failure does not stop the rest."""
+    """Run each table through the pipeline with a progress bar; one table's failure does not stop the rest.
+
+    Every table of the call shares one run id (`run_id`, default a new one): lineage and report history
+    group them as one run."""
     from syndiffix_ops.config import ConfigError
     from syndiffix_ops.pipeline import run_table
+    from syndiffix_ops.provenance import new_run_id
 
+    run_id = run_id or new_run_id()
     outcomes = []
     columns = (
         SpinnerColumn(),
@@ -224,6 +230,7 @@ def run_tables(
                     report_dir=report_dir,
                     dry_run=dry_run,
                     salt=salt,
+                    run_id=run_id,
                     progress=_progress_callback(progress, task, name),
                 )
             except ConfigError as error:

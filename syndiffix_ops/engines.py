@@ -118,6 +118,40 @@ class SyndiffixParams(_Params):
     target_column: str | None = Field(default=None, description="ML target: clusters favour predicting it")
 
 
+def resolved_params(engine: Engine, params: BaseModel) -> dict[str, Any]:
+    """The parameters a run used, every default filled in (what lineage records): an engine that leaves
+    defaults to its core says which through `resolved_params`; otherwise the params model holds them."""
+    resolve = getattr(engine, "resolved_params", None)
+    return resolve(params) if resolve is not None else params.model_dump(mode="json")
+
+
+def _syndiffix_resolved_params(params: SyndiffixParams) -> dict[str, Any]:
+    """The syndiffix params in the config's own keys, unset ones taken from the core's defaults."""
+    from syndiffix_core import params as core
+
+    core_params = _core_params(params)
+    anonymization = core_params["anonymization"] or core.AnonymizationParams()
+    bucketization = core_params["bucketization"] or core.BucketizationParams()
+    clustering = core_params["clustering"] or core.ClusteringParams()
+    low_count = anonymization.low_count_params
+    resolved = {
+        "anonymization": {
+            "low_threshold": low_count.low_threshold,
+            "layer_sd": low_count.layer_sd,
+            "low_mean_gap": low_count.low_mean_gap,
+            "outlier_count": [anonymization.outlier_count.lower, anonymization.outlier_count.upper],
+            "top_count": [anonymization.top_count.lower, anonymization.top_count.upper],
+            "layer_noise_sd": anonymization.layer_noise_sd,
+        },
+        "bucketization": {name: getattr(bucketization, name) for name in BucketizationSettings.model_fields},
+        "clustering": {name: getattr(clustering, name) for name in ClusteringSettings.model_fields},
+        "target_column": params.target_column,
+    }
+    features = resolved["clustering"]["main_features"]
+    resolved["clustering"]["main_features"] = list(features) if features is not None else None
+    return resolved
+
+
 def _core_params(params: SyndiffixParams) -> dict[str, Any]:
     """The engine's parameter dataclasses with only the configured fields changed from its defaults."""
     from syndiffix_core import params as core
@@ -166,6 +200,10 @@ class SyndiffixEngine:
             df, list(aid_columns) or None, salt=salt, progress=progress, **_core_params(params)
         )
         return EngineResult(frame=frame, metadata={"syndiffix_core_version": syndiffix_core.__version__})
+
+    def resolved_params(self, params: BaseModel) -> dict[str, Any]:
+        assert isinstance(params, SyndiffixParams)
+        return _syndiffix_resolved_params(params)
 
 
 register_engine(SyndiffixEngine())

@@ -1,7 +1,9 @@
 """The lineage table: one row per synthetic table written per run, in the target schema.
 
 A row says where a synthetic table came from and how it was made, and is inserted in the same
-transaction as the table swap (see warehouse.write). It never holds credentials, the salt, or exact
+transaction as the table swap (see warehouse.write). A run that fails leaves a row with status `failed`,
+the error's class and stage and a message stripped of values (syndiffix_ops.provenance), inserted on its
+own after the failed write rolled back. It never holds credentials, the salt, or exact
 source row counts: the source is described by dialect, host, database and table name, and the only count
 is the number of synthetic rows written, which anyone can read off the synthetic table anyway.
 """
@@ -53,6 +55,12 @@ def lineage_table(schema: str | None, metadata: sa.MetaData | None = None) -> sa
         sa.Column("quality_metrics", sa.JSON),
         sa.Column("engine_metadata", sa.JSON),
         sa.Column("risk_metrics", sa.JSON),  # coarse KHLL risk summary (syndiffix_ops.risk), or null
+        sa.Column("code_commit", sa.String(64)),  # git commit of the code (-dirty: changed), or null
+        # failed runs (status "failed"): the exception's class, the stage it stopped in and its message
+        # with quoted text, numbers and URLs replaced (syndiffix_ops.provenance.safe_error_message)
+        sa.Column("error_class", sa.String(128)),
+        sa.Column("error_stage", sa.String(64)),
+        sa.Column("error_message", sa.Text),
         schema=schema,
     )
 
@@ -95,6 +103,10 @@ class LineageRecord:
     quality_metrics: Mapping[str, Any] | None = None
     engine_metadata: Mapping[str, Any] = field(default_factory=dict)
     risk_metrics: Mapping[str, Any] | None = None
+    code_commit: str | None = None
+    error_class: str | None = None
+    error_stage: str | None = None
+    error_message: str | None = None
     lineage_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def row(self) -> dict[str, Any]:
@@ -192,3 +204,25 @@ def last_lineage(
                 return None
             row = conn.execute(statement).mappings().first()
     return dict(row) if row is not None else None
+
+
+def record_failure(engine: sa.Engine, schema: str | None, records: Sequence[LineageRecord]) -> None:
+    """Insert the rows of a failed run in their own transaction (the run's own one has rolled back)."""
+    ensure_lineage_table(engine, schema)
+    with engine.begin() as conn:
+        for record in records:
+            insert_lineage(conn, schema, record)
+
+
+def lineage_history(bind: sa.Engine, schema: str | None) -> list[dict[str, Any]]:
+    """Every lineage row, oldest first (empty when there is no lineage table yet)."""
+    table = lineage_table(schema)
+    with bind.connect() as conn:
+        if not sa.inspect(conn).has_table(LINEAGE_TABLE, schema=schema):
+            return []
+        existing = {c["name"] for c in sa.inspect(conn).get_columns(LINEAGE_TABLE, schema=schema)}
+        # a table from an older release lacks the newer columns until its next run adds them
+        statement = sa.select(*(c for c in table.columns if c.name in existing)).order_by(
+            table.c.finished_at, table.c.lineage_id
+        )
+        return [dict(row) for row in conn.execute(statement).mappings()]

@@ -11,7 +11,6 @@ import datetime as dt
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
-import syndiffix_ops
 from syndiffix_ops.config import (
     ColumnPolicy,
     ConfigError,
@@ -31,14 +29,16 @@ from syndiffix_ops.config import (
     WriteMode,
     lineage_name_conflicts,
 )
-from syndiffix_ops.engines import get_engine
+from syndiffix_ops.engines import get_engine, resolved_params
 from syndiffix_ops.lineage import (
     LineageRecord,
     SourceIdentity,
     ensure_lineage_table,
     insert_lineage,
     last_lineage,
+    record_failure,
 )
+from syndiffix_ops.provenance import code_version, new_run_id, safe_error_message
 from syndiffix_ops.risk import RunRisk, column_sets
 from syndiffix_ops.warehouse import (
     SourceTable,
@@ -103,6 +103,13 @@ class TableRunResult:
     risk: dict[str, Any] | None = None  # coarse KHLL risk summary of the source and the output
 
 
+@dataclass
+class _Stage:
+    """Where a run is, so a failure can be recorded with the stage it stopped in."""
+
+    name: str = "check"
+
+
 @dataclass(frozen=True)
 class _Output:
     column_set: str | None
@@ -128,13 +135,20 @@ def run_table(
     `source`/`target` override the config's URLs (engines or URLs; the Airflow shell passes engines built
     from connections). `salt` overrides the environment variable named by salt_env. A dry run checks
     everything that needs no data (columns, types, drift, max_rows) and writes nothing.
+
+    `run_id` is shared by the tables of one CLI or DAG run (default: a new one). A run that fails after
+    the target is reachable leaves a `failed` lineage row per unwritten output (error class and stage).
     """
     table_config = config.table(table) if isinstance(table, str) else table
     effective = config.effective(table_config)
-    run_id = run_id or uuid.uuid4().hex
+    run_id = run_id or new_run_id()
     report_dir = report_dir or config.report_dir
-    notify = progress or (lambda stage, fraction: None)
+    stage = _Stage()
+    notify = _tracking(progress or (lambda stage, fraction: None), stage)
     label = f"table {table_config.display_name}"
+    run_started = dt.datetime.now(dt.UTC)
+    source_table: SourceTable | None = None
+    results: list[TableRunResult] = []
 
     source_engine, owns_source = _engine(source, config.source_url)
     target_engine, owns_target = _engine(target, config.target_url)
@@ -171,6 +185,7 @@ def run_table(
         )
         read_seconds = time.perf_counter() - clock
         notify("read", 1.0)
+        stage.name = "risk"
         clock = time.perf_counter()
         run_risk = RunRisk.of_frame(
             config,
@@ -183,7 +198,6 @@ def run_table(
         )
         source_risk_seconds = time.perf_counter() - clock
         ensure_lineage_table(target_engine, config.target_schema)
-        results = []
         for number, output in enumerate(outputs):
             results.append(
                 _synthesize_output(
@@ -203,15 +217,111 @@ def run_table(
                     report_dir=report_dir,
                     run_risk=run_risk,
                     source_risk_seconds=source_risk_seconds,
+                    stage=stage,
                     notify=lambda stage, fraction, n=number: notify(stage, (n + fraction) / len(outputs)),
                 )
             )
         return results
+    except Exception as error:
+        if not dry_run:
+            written = {(r.column_set, r.target_table) for r in results}
+            _record_failed_outputs(
+                config,
+                effective,
+                source_engine.url,
+                target_engine,
+                source_table,
+                run_id=run_id,
+                airflow=airflow,
+                started=run_started,
+                error=error,
+                stage=stage.name,
+                skip=written,
+            )
+        raise
     finally:
         if owns_source:
             source_engine.dispose()
         if owns_target:
             target_engine.dispose()
+
+
+def _tracking(notify: Progress, stage: _Stage) -> Progress:
+    def report(name: str, fraction: float) -> None:
+        stage.name = name.split(":")[0]
+        notify(name, fraction)
+
+    return report
+
+
+def _run_parameters(effective: EffectiveTable) -> dict[str, Any]:
+    """The parameters lineage records: engine params with every default resolved, and the run's settings."""
+    return {
+        "engine_params": resolved_params(get_engine(effective.engine), effective.engine_params),
+        "mode": effective.mode.value,
+        "where": effective.table.where,
+        "max_rows": effective.max_rows,
+        "on_schema_change": effective.on_schema_change.value,
+        "other_columns": effective.other_columns.value,
+        "read_chunk_rows": effective.read_chunk_rows,
+    }
+
+
+def _record_failed_outputs(
+    config: PipelineConfig,
+    effective: EffectiveTable,
+    source_url: sa.URL,
+    target: sa.Engine,
+    source: SourceTable | None,
+    *,
+    run_id: str,
+    airflow: AirflowIds | None,
+    started: dt.datetime,
+    error: Exception,
+    stage: str,
+    skip: set[tuple[str | None, str]],
+) -> None:
+    """One `failed` lineage row per output the run did not write. Best effort: when the target itself is
+    what failed, the error is logged and the original error stands."""
+    table = effective.table
+    version = code_version()
+    records = [
+        LineageRecord(
+            run_id=run_id,
+            target_table=target_name,
+            column_set=column_set,
+            source=SourceIdentity.from_url(source_url, source.qualified_name if source else table.source),
+            columns=[],
+            aid_columns=list(table.aid_columns),
+            engine=effective.engine,
+            package_version=version.package_version,
+            code_commit=version.commit,
+            parameters=_run_parameters(effective),
+            config_hash=config.config_hash(),
+            source_schema_hash=source.schema_hash() if source else "",
+            source_schema=source.schema_snapshot() if source else [],
+            synthetic_rows=0,
+            started_at=started,
+            finished_at=dt.datetime.now(dt.UTC),
+            status="failed",
+            airflow_dag_id=airflow.dag_id if airflow else None,
+            airflow_task_id=airflow.task_id if airflow else None,
+            airflow_run_id=airflow.run_id if airflow else None,
+            error_class=f"{type(error).__module__}.{type(error).__qualname__}",
+            error_stage=stage,
+            error_message=safe_error_message(error),
+        )
+        for column_set, target_name in table.output_targets().items()
+        if (column_set, _qualified(config.target_schema, target_name)) not in skip
+    ]
+    try:
+        record_failure(target, config.target_schema, records)
+    except Exception as lineage_error:
+        log.warning(
+            "table %s: could not record the failed run in lineage (%s)",
+            table.display_name,
+            type(lineage_error).__name__,
+        )
 
 
 def _engine(given: sa.Engine | str | None, url: Callable[[], str]) -> tuple[sa.Engine, bool]:
@@ -419,6 +529,7 @@ def _synthesize_output(
     report_dir: Path | None,
     run_risk: RunRisk | None,
     source_risk_seconds: float,
+    stage: _Stage,
     notify: Progress,
 ) -> TableRunResult:
     table = effective.table
@@ -445,6 +556,7 @@ def _synthesize_output(
         )
     timings["synthesize"] = time.perf_counter() - clock
 
+    stage.name = "quality"
     clock = time.perf_counter()
     metrics = quality_metrics(frame[output.columns], synthetic)
     if metrics is not None and "evaluation" in result.metadata:
@@ -454,6 +566,7 @@ def _synthesize_output(
 
     risk_metrics, risk_sections = None, []
     if run_risk is not None:
+        stage.name = "risk"
         clock = time.perf_counter()
         risk_metrics, risk_section = run_risk.for_output(synthetic, output.columns)
         risk_sections.append(risk_section)
@@ -471,12 +584,8 @@ def _synthesize_output(
         }
         for c in columns
     ]
-    parameters = {
-        "engine_params": effective.engine_params.model_dump(mode="json", exclude_none=True),
-        "mode": effective.mode.value,
-        "where": table.where,
-        "max_rows": effective.max_rows,
-    }
+    parameters = _run_parameters(effective)
+    version = code_version()
     records: list[LineageRecord] = []
 
     def record_lineage(conn: sa.Connection) -> None:
@@ -488,7 +597,8 @@ def _synthesize_output(
             columns=record_columns,
             aid_columns=aids,
             engine=engine.name,
-            package_version=syndiffix_ops.__version__,
+            package_version=version.package_version,
+            code_commit=version.commit,
             parameters=parameters,
             config_hash=config.config_hash(),
             source_schema_hash=source.schema_hash(),
@@ -527,6 +637,7 @@ def _synthesize_output(
 
     report_path = None
     if report_dir is not None:
+        stage.name = "report"
         clock = time.perf_counter()
         report_path = html_report(
             Path(report_dir),
@@ -535,6 +646,8 @@ def _synthesize_output(
             synthetic,
             metrics,
             sections=risk_sections,
+            run_id=run_id,
+            source_table=source.qualified_name,
         )
         timings["report"] = time.perf_counter() - clock
 
@@ -571,6 +684,9 @@ def html_report(
     synthetic: pd.DataFrame,
     metrics: dict | None,
     sections: Sequence[Any] = (),
+    *,
+    run_id: str,
+    source_table: str | None = None,
 ) -> Path:
     from syndiffix_ops.report import write_html_report
 
@@ -582,4 +698,6 @@ def html_report(
         synthetic=synthetic,
         metrics=metrics,
         sections=sections,
+        run_id=run_id,
+        source_table=source_table,
     )

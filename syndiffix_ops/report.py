@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -462,6 +462,13 @@ def report_file_stem(table_name: str) -> str:
     return stem
 
 
+def report_relative_path(table_name: str, run_id: str) -> PurePosixPath:
+    """Where a run's report of a table goes inside a report folder: `<table>/<run id>.html`, both parts
+    made file-system safe. One file per run and table, so no run overwrites another's report; the
+    metrics sit next to it as `<run id>.metrics.json`. Join it to a local or object-storage folder."""
+    return PurePosixPath(report_file_stem(table_name), report_file_stem(run_id) + ".html")
+
+
 def write_html_report(
     directory: str | Path,
     *,
@@ -470,23 +477,35 @@ def write_html_report(
     synthetic: pd.DataFrame,
     metrics: Mapping[str, Any] | None,
     sections: Iterable[ReportSection | tuple[str, str]] = (),
+    run_id: str | None = None,
+    source_table: str | None = None,
 ) -> Path:
-    """Write `<table>.html` (plots embedded) and `<table>.metrics.json` into `directory`; return the HTML path.
+    """Write `<table>/<run id>.html` (plots embedded) and `<table>/<run id>.metrics.json` into `directory`
+    (see `report_relative_path`; a new run id when none is given); return the HTML path.
 
     The report is drawn from `metrics` only (shares of privacy-safe bins), never from raw rows, so it shows
     no row of either frame; the frames are only needed when `metrics` is None, to compute them.
     """
+    from syndiffix_ops.provenance import new_run_id
+
     if metrics is None:
         if original is None:
             raise ValueError("write_html_report needs either metrics or the original frame")
         metrics = compute_quality(original, synthetic)
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    stem = report_file_stem(table_name)
+    run_id = run_id or new_run_id()
+    directory = Path(directory) if isinstance(directory, str) else directory
+    html_path = directory / str(report_relative_path(table_name, run_id))
+    html_path.parent.mkdir(parents=True, exist_ok=True)
     generated_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
 
-    metrics_path = directory / f"{stem}.metrics.json"
-    payload = {"table": table_name, "generated_at": generated_at, "metrics": metrics}
+    metrics_path = html_path.with_name(html_path.name.removesuffix(".html") + ".metrics.json")
+    payload = {
+        "table": table_name,
+        "source_table": source_table,
+        "run_id": run_id,
+        "generated_at": generated_at,
+        "metrics": metrics,
+    }
     metrics_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
 
     extra = [
@@ -508,51 +527,73 @@ def write_html_report(
     page = _PAGE.format(
         title=html.escape(f"Synthetic data quality: {table_name}"),
         table=html.escape(table_name),
-        generated_at=html.escape(generated_at),
+        generated_at=html.escape(f"{generated_at} (run {run_id})"),
         metrics_file=html.escape(metrics_path.name),
         style=_STYLE,
         body="\n".join(_render_section(section) for section in body),
     )
-    html_path = directory / f"{stem}.html"
     html_path.write_text(page, encoding="utf-8")
     return html_path
 
 
-def write_report_index(directory: str | Path) -> Path:
-    """Write `index.html` in `directory`, linking every report there with its headline metrics."""
-    directory = Path(directory)
-    rows = []
-    for metrics_path in sorted(directory.glob("*.metrics.json")):
+def read_report_payloads(directory: str | Path) -> list[dict[str, Any]]:
+    """The metrics files of every report in `directory` (`<table>/<run id>.metrics.json`), each with
+    `report` set to its HTML file relative to `directory`, oldest first."""
+    directory = Path(directory) if isinstance(directory, str) else directory
+    payloads = []
+    for metrics_path in directory.glob("*/*.metrics.json"):
         payload = json.loads(metrics_path.read_text(encoding="utf-8"))
-        metrics = payload.get("metrics", {})
-        report_name = metrics_path.name.removesuffix(".metrics.json") + ".html"
-        rows.append(
-            "<tr>"
-            f'<td><a href="{html.escape(report_name)}">{html.escape(str(payload.get("table", report_name)))}</a></td>'
-            f"<td>{_fmt(metrics.get('tvd_1dim_mean'))}</td><td>{_fmt(metrics.get('tvd_2dim_mean'))}</td>"
-            f"<td>{_fmt(metrics.get('corr_abs_diff_mean'))}</td><td>{_fmt(metrics.get('row_ratio'), 2)}</td>"
-            f"<td>{html.escape(str(payload.get('generated_at', '')))}</td>"
-            "</tr>"
-        )
-    table = (
-        "<table><tr><th>table</th><th>mean 1-dim TVD</th><th>mean 2-dim TVD</th>"
-        "<th>mean |corr diff|</th><th>row ratio</th><th>generated (UTC)</th></tr>"
-        + "".join(rows)
-        + "</table>"
-        if rows
-        else "<p>No reports yet.</p>"
-    )
+        html_name = metrics_path.name.removesuffix(".metrics.json") + ".html"
+        payload["report"] = f"{metrics_path.parent.name}/{html_name}"
+        payloads.append(payload)
+    payloads.sort(key=lambda p: (str(p.get("generated_at", "")), str(p.get("run_id", ""))))
+    return payloads
+
+
+def write_report_index(directory: str | Path, payloads: Sequence[Mapping[str, Any]] | None = None) -> Path:
+    """Write `index.html` in `directory`: per table its runs, newest first, with headline metrics and a
+    link to each run's report. `payloads` default to the metrics files found in `directory`."""
+    directory = Path(directory) if isinstance(directory, str) else directory
+    payloads = read_report_payloads(directory) if payloads is None else payloads
+    by_table: dict[str, list[Mapping[str, Any]]] = {}
+    for payload in payloads:
+        by_table.setdefault(str(payload.get("table")), []).append(payload)
+    sections = [_history_section(table, runs) for table, runs in sorted(by_table.items())]
+    if not sections:
+        sections = [ReportSection("Reports", "<p>No reports yet.</p>")]
     page = _PAGE.format(
         title="Synthetic data quality reports",
         table="all tables",
         generated_at=html.escape(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()),
-        metrics_file="*.metrics.json",
+        metrics_file="&lt;table&gt;/&lt;run id&gt;.metrics.json",
         style=_STYLE,
-        body=_render_section(ReportSection("Reports", table + _HOW_TO_READ)),
+        body="\n".join(_render_section(section) for section in sections) + _HOW_TO_READ,
     )
+    directory.mkdir(parents=True, exist_ok=True)
     index_path = directory / "index.html"
     index_path.write_text(page, encoding="utf-8")
     return index_path
+
+
+def _history_section(table: str, runs: Sequence[Mapping[str, Any]]) -> ReportSection:
+    rows = []
+    for payload in reversed(runs):
+        metrics = payload.get("metrics") or {}
+        report = payload.get("report")
+        run = html.escape(str(payload.get("run_id") or "–"))
+        link = f'<a href="{html.escape(report)}">{run}</a>' if report else run
+        rows.append(
+            "<tr>"
+            f"<td>{link}</td><td>{html.escape(str(payload.get('generated_at', '')))}</td>"
+            f"<td>{_fmt(metrics.get('tvd_1dim_mean'))}</td><td>{_fmt(metrics.get('tvd_2dim_mean'))}</td>"
+            f"<td>{_fmt(metrics.get('corr_abs_diff_mean'))}</td><td>{_fmt(metrics.get('row_ratio'), 2)}</td>"
+            "</tr>"
+        )
+    table_html = (
+        "<table><tr><th>run</th><th>generated (UTC)</th><th>mean 1-dim TVD</th><th>mean 2-dim TVD</th>"
+        "<th>mean |corr diff|</th><th>row ratio</th></tr>" + "".join(rows) + "</table>"
+    )
+    return ReportSection(table, table_html)
 
 
 def figure_to_img_tag(figure: Figure, alt: str, *, tight: bool = True) -> str:

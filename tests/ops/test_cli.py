@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -212,9 +213,49 @@ def test_run_synthesizes_into_sqlite_with_lineage_and_reports(tmp_path, source_d
     assert len(lineage) == 1
     assert f"{len(synthetic):,}" in result.stdout  # the summary's row count
     reports = tmp_path / "reports"
-    assert (reports / "orders.html").is_file() and (reports / "orders.metrics.json").is_file()
-    assert 'href="orders.html"' in (reports / "index.html").read_text(encoding="utf-8")
+    [report] = (reports / "orders").glob("*.html")
+    assert report.stem == lineage["run_id"][0]
+    assert report.with_name(report.stem + ".metrics.json").is_file()
+    assert f'href="orders/{report.name}"' in (reports / "index.html").read_text(encoding="utf-8")
     assert str(reports / "index.html") in result.stdout.replace("\n", "")
+
+
+def test_two_runs_share_a_run_id_per_run_and_keep_both_reports(tmp_path, source_db, monkeypatch):
+    monkeypatch.setenv("SYNDIFFIX_SALT", "cli-test-salt")
+    config = _write_config(
+        tmp_path,
+        source_db,
+        """\
+        - source: orders
+          aid_columns: [customer]
+        - source: orders
+          target: orders_narrow
+          columns: [city, age]
+        - source: orders
+          target: orders_broken
+          columns: {not_a_column: drop}
+        """,
+    )
+    for _ in range(2):
+        assert _invoke("run", str(config)).exit_code == EXIT_TABLE_FAILED
+    target = sa.create_engine(f"sqlite:///{tmp_path / 'target.sqlite'}")
+    with target.connect() as conn:
+        lineage = pd.read_sql_table("syndiffix_lineage", conn).sort_values("finished_at")
+    target.dispose()
+    runs = list(dict.fromkeys(lineage["run_id"]))
+    assert len(runs) == 2 and all(re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", run) for run in runs)
+    for run in runs:  # every table of one CLI run, failed or not, carries the run's id
+        rows = lineage[lineage["run_id"] == run]
+        assert sorted(rows["target_table"]) == ["orders", "orders_broken", "orders_narrow"]
+        failed = rows[rows["status"] == "failed"].iloc[0]
+        assert failed["target_table"] == "orders_broken" and failed["error_stage"] == "check"
+        assert failed["error_class"] == "syndiffix_ops.pipeline.PipelineError"
+        assert "not_a_column" not in failed["error_message"]  # quoted names and values are not kept
+    reports = tmp_path / "reports"
+    index = (reports / "index.html").read_text(encoding="utf-8")
+    for table in ("orders", "orders_narrow"):
+        assert sorted(p.stem for p in (reports / table).glob("*.html")) == sorted(runs)
+        assert all(f'href="{table}/{run}.html"' in index for run in runs)
 
 
 def test_an_airflow_only_config_fails_once_before_any_table(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from decimal import Decimal
 
 import pytest
@@ -10,6 +11,8 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 
 import syndiffix_core
+import syndiffix_core.params
+import syndiffix_ops
 from syndiffix_ops.config import ConfigError, parse_config
 from syndiffix_ops.engines import ENGINES, register_engine
 from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
@@ -29,7 +32,7 @@ class FailingEngine:
     params_model = _NoParams
 
     def run(self, df, *, aid_columns, salt, params, table_identity, progress=None):
-        raise RuntimeError("injected failure during synthesis")
+        raise RuntimeError("injected failure during synthesis at value 'Oslo' of row 17")
 
 
 @pytest.fixture(autouse=True)
@@ -140,11 +143,22 @@ def test_a_table_is_synthesized_with_source_types_lineage_and_a_result_per_outpu
     assert lineage["config_hash"] == config.config_hash()
     assert lineage["engine_metadata"] == {"syndiffix_core_version": syndiffix_core.__version__}
     assert lineage["quality_metrics"]["synthetic_rows"] == len(written)
-    assert lineage["parameters"]["engine_params"] == {
-        "anonymization": {},
-        "bucketization": {},
-        "clustering": {},
-    }
+    # the values used, defaults resolved from the engine's own parameter classes
+    used = lineage["parameters"]["engine_params"]
+    core_defaults = syndiffix_core.params
+    assert used["anonymization"]["low_threshold"] == core_defaults.SuppressionParams().low_threshold
+    assert used["anonymization"]["outlier_count"] == [2, 5]
+    assert used["clustering"]["solver_alpha"] == core_defaults.ClusteringParams().solver_alpha
+    assert (
+        used["bucketization"]["range_low_threshold"]
+        == core_defaults.BucketizationParams().range_low_threshold
+    )
+    assert used["target_column"] is None
+    assert lineage["parameters"]["mode"] == "replace" and lineage["parameters"]["read_chunk_rows"] == 100_000
+    assert lineage["package_version"] == syndiffix_ops.__version__
+    # the tests run from a git checkout, so its commit is recorded (a tree with changes is marked -dirty)
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", lineage["code_commit"])
+    assert lineage["error_class"] is None and lineage["error_stage"] is None
     assert [c["name"] for c in lineage["columns"]] == ["amount", "city", "paid", "ordered_on"]
     assert lineage["columns"][0]["source_type"] == declared["amount"] == lineage["columns"][0]["target_type"]
 
@@ -212,16 +226,23 @@ def test_progress_follows_the_engine_through_the_synthesize_stage_of_each_output
     assert second_output and min(second_output) >= 0.5 and max(second_output) == 0.75
 
 
-def test_a_failure_during_synthesis_leaves_the_previous_table_and_lineage_untouched(warehouse_db):
+def test_a_failure_during_synthesis_leaves_the_previous_table_and_records_the_failed_run(warehouse_db):
     engine, schema = warehouse_db
     _make_source(engine, schema)
     run_table(_config(engine, schema), "orders_synth", salt=SALT)
     before_rows, before_lineage = _rows(engine, schema, "orders_synth"), _lineage(engine, schema)
 
     with pytest.raises(RuntimeError, match="injected failure during synthesis"):
-        run_table(_config(engine, schema, engine="test_failing"), "orders_synth", salt=SALT)
+        run_table(_config(engine, schema, engine="test_failing"), "orders_synth", salt=SALT, run_id="bad")
     assert _rows(engine, schema, "orders_synth") == before_rows
-    assert _lineage(engine, schema) == before_lineage
+    *unchanged, failed = _lineage(engine, schema)
+    assert unchanged == before_lineage
+    assert (failed["run_id"], failed["status"], failed["target_table"]) == ("bad", "failed", "orders_synth")
+    assert (failed["error_class"], failed["error_stage"]) == ("builtins.RuntimeError", "synthesize")
+    # the message keeps its words, not the value or the row number it quoted
+    assert failed["error_message"] == "injected failure during synthesis at value <quoted> of row <number>"
+    assert failed["synthetic_rows"] == 0 and failed["engine"] == "test_failing"
+    assert failed["source_schema_hash"] == before_lineage[0]["source_schema_hash"]
     assert _leftovers(engine, schema) == []
 
 
@@ -399,7 +420,7 @@ def test_a_report_dir_gets_the_html_quality_report_of_each_output(tmp_path):
         salt=SALT,
         report_dir=tmp_path / "reports",
     )
-    assert result.report_path is not None and result.report_path.parent == tmp_path / "reports"
+    assert result.report_path == tmp_path / "reports" / "orders_synth" / f"{result.run_id}.html"
     page = result.report_path.read_text(encoding="utf-8")
     assert "orders_synth" in page and "<html" in page.lower()
     assert result.metrics["synthetic_rows"] == result.rows_written

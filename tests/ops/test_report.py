@@ -204,7 +204,11 @@ def test_report_has_a_plot_per_column_the_heat_maps_and_extra_sections(tmp_path)
         synthetic=synthetic,
         metrics=metrics,
         sections=[ReportSection("Risk histogram", "<p>risk-marker</p>"), ("DP budget", "<p>dp-marker</p>")],
+        run_id="manual__2024-01-01T00:00:00+00:00",
     )
+    # one file per table and run, under file-system-safe names
+    assert path.parent == tmp_path / "reports" / "public.orders"
+    assert re.fullmatch(r"manual__2024-01-01T00_00_00_00_00-[0-9a-f]{8}\.html", path.name)
     page = path.read_text(encoding="utf-8")
     for name in frame.columns:
         assert f'alt="distribution of {name}"' in page
@@ -215,8 +219,9 @@ def test_report_has_a_plot_per_column_the_heat_maps_and_extra_sections(tmp_path)
     assert all(base64.b64decode(image).startswith(b"\x89PNG") for image in images)
     assert "<h2>Risk histogram</h2>" in page and "risk-marker" in page and "dp-marker" in page
     assert "What this report does not show" in page
-    saved = json.loads((path.parent / "public.orders.metrics.json").read_text(encoding="utf-8"))
+    saved = json.loads(path.with_name(path.stem + ".metrics.json").read_text(encoding="utf-8"))
     assert saved["table"] == "public.orders"
+    assert saved["run_id"] == "manual__2024-01-01T00:00:00+00:00"
     assert saved["metrics"] == json.loads(json.dumps(metrics))
 
 
@@ -233,7 +238,7 @@ def test_rare_source_values_never_reach_the_html(tmp_path):
         tmp_path, table_name="patients", original=original, synthetic=original, metrics=None
     )
     page = path.read_text(encoding="utf-8")
-    metrics_text = (tmp_path / "patients.metrics.json").read_text(encoding="utf-8")
+    metrics_text = path.with_name(path.stem + ".metrics.json").read_text(encoding="utf-8")
     for text in (page, metrics_text):
         assert "Rarissima" not in text
         assert "31415926" not in text and "31,415,926" not in text and "3.14159" not in text
@@ -248,9 +253,23 @@ def test_report_file_names_are_safe_and_distinct():
     assert all(re.fullmatch(r"[A-Za-z0-9._-]+", stem) for stem in stems)
 
 
-def test_index_links_every_report(tmp_path):
+def test_index_links_every_report_of_every_run(tmp_path):
     frame = pd.DataFrame({"x": np.arange(50) % 5})
-    for table in ("alpha", "beta"):
-        write_html_report(tmp_path, table_name=table, original=frame, synthetic=frame, metrics=None)
+    for run in ("run-1", "run-2"):
+        for table in ("alpha", "beta"):
+            write_html_report(
+                tmp_path, table_name=table, original=frame, synthetic=frame, metrics=None, run_id=run
+            )
     page = write_report_index(tmp_path).read_text(encoding="utf-8")
-    assert 'href="alpha.html"' in page and 'href="beta.html"' in page
+    for table in ("alpha", "beta"):
+        assert f'href="{table}/run-1.html"' in page and f'href="{table}/run-2.html"' in page
+        assert (tmp_path / table / "run-1.html").is_file() and (tmp_path / table / "run-2.html").is_file()
+
+
+def test_a_report_without_run_id_never_overwrites_another(tmp_path):
+    frame = pd.DataFrame({"x": np.arange(50) % 5})
+    paths = {
+        write_html_report(tmp_path, table_name="t", original=frame, synthetic=frame, metrics=None)
+        for _ in range(3)
+    }
+    assert len(paths) == 3 and all(path.is_file() for path in paths)
