@@ -17,5 +17,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import syndiffix, sdm
   if command -v flock >/dev/null; then lock=(flock /tmp/pip.lock); else lock=(); fi
   "${lock[@]}" "$venv/bin/python" -m pip install --quiet "${packages[@]}"
 fi
+# one thread per process: the machine is shared, and CPU seconds are then comparable
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 cache="${FIDELITY_CACHE:-$HOME/.cache/syndiffix-ops/fidelity}"
 exec "$venv/bin/python" "$here/fidelity.py" --ours-python "$(command -v "$python")" --cache "$cache" "$@"

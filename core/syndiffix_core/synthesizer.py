@@ -17,6 +17,7 @@ import pandas as pd
 from .anonymizer import CountAnonymizer, Entities
 from .clustering.plan import TablePlan, plan_table
 from .columns import ColumnKind, encode_frame
+from .derive import DerivedColumns
 from .errors import InvalidInputError
 from .forest import Forest
 from .microdata import Microdata, MicrodataBuilder
@@ -79,8 +80,30 @@ def synthesize(
     target_column: str | None = None,
     column_kinds: Mapping[str, ColumnKind] | None = None,
     progress: Progress | None = None,
+    derive: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Anonymized synthetic copy of `df` (every non-AID column, input dtypes, rows shuffled)."""
+    """Anonymized synthetic copy of `df` (every non-AID column, input dtypes, rows shuffled).
+
+    `derive` maps columns of `df` to SQL-like expressions over other columns (syndiffix_core.derive):
+    those columns are not synthesized but computed from the synthetic ones, in their source type.
+    """
+    if derive:
+        aids = [aid_columns] if isinstance(aid_columns, str) else list(aid_columns or [])
+        rules = DerivedColumns(derive, df, aids)
+        inputs = df[[*aids, *rules.synthesized]]
+        kinds = {name: kind for name, kind in (column_kinds or {}).items() if name not in derive}
+        synthetic = synthesize(
+            inputs,
+            aids,
+            salt=salt,
+            anonymization=anonymization,
+            bucketization=bucketization,
+            clustering=clustering,
+            target_column=target_column,
+            column_kinds=kinds,
+            progress=progress,
+        )
+        return rules.complete(synthetic)
     report = progress or (lambda stage, fraction: None)
     data, aid_frame = _split_columns(df, aid_columns, target_column)
     secret = _check_salt(salt)
