@@ -203,12 +203,32 @@ def run_tables(
     """Run each table through the pipeline with a progress bar; one table's failure does not stop the rest.
 
     Every table of the call shares one run id (`run_id`, default a new one): lineage and report history
-    group them as one run."""
-    from syndiffix_ops.config import ConfigError
+    group them as one run. A table of a linked set runs with its whole set, once (docs/linked-tables.md)."""
+    from syndiffix_ops.config import ConfigError, TableConfig
+    from syndiffix_ops.linked_pipeline import run_linked_set
     from syndiffix_ops.pipeline import run_table
     from syndiffix_ops.provenance import new_run_id
 
     run_id = run_id or new_run_id()
+    try:
+        plan = _run_plan(config)
+    except ConfigError as error:
+        problems = "; ".join(" ".join(problem.split()) for problem in error.problems)
+        return [TableOutcome("linked tables", error=problems, config_error=True)]
+    except Exception as error:  # the source's keys cannot be read: every table would fail the same way
+        return [
+            TableOutcome(
+                "linked tables", error=f"source: reading the declared keys failed: {_one_line(error)}"
+            )
+        ]
+    units: dict[str, Any] = {}
+    for entry in tables:
+        linked_set = plan.set_of(entry.display_name)
+        if linked_set is None:
+            units[entry.display_name] = entry
+        else:
+            units.setdefault(f"linked set {', '.join(linked_set.tables)}", linked_set)
+
     outcomes = []
     columns = (
         SpinnerColumn(),
@@ -218,13 +238,13 @@ def run_tables(
     )
     live = error_console.is_terminal
     with Progress(*columns, console=error_console, disable=not live) as progress:
-        for entry in tables:
-            name = entry.display_name
+        for name, entry in units.items():
             task = progress.add_task(escape(f"{name}: starting"), total=1.0)
             outcome = TableOutcome(name)
             started = time.perf_counter()
+            runner = run_table if isinstance(entry, TableConfig) else run_linked_set
             try:
-                outcome.results = run_table(
+                outcome.results = runner(
                     config,
                     entry,
                     report_dir=report_dir,
@@ -250,9 +270,25 @@ def run_tables(
     return outcomes
 
 
+def _run_plan(config: PipelineConfig) -> Any:
+    """Linked sets from the YAML's keys and, unless keys_from_database is false, the source's."""
+    import sqlalchemy as sa
+
+    from syndiffix_ops.run_plan import database_key_reader, plan_run
+
+    if not config.keys_from_database:
+        return plan_run(config)
+    source = sa.create_engine(config.source_url())
+    try:
+        return plan_run(config, database_key_reader(source))
+    finally:
+        source.dispose()
+
+
 def _naming(table: str, message: str) -> str:
     """The pipeline's own errors name the table; an engine's may not, and the summary must."""
-    return message if f"table {table}" in message else f"table {table}: {message}"
+    label = table if table.startswith("linked set") else f"table {table}"
+    return message if label in message else f"{label}: {message}"
 
 
 def _progress_callback(progress: Progress, task: Any, name: str) -> Callable[[str, float], None]:

@@ -166,6 +166,69 @@ class TableDefaults(_Strict):
         return name
 
 
+_REFERENCE = re.compile(r"^\s*([^()\s]+)\s*\(([^()]*)\)\s*$")
+
+
+class OrphanPolicy(enum.StrEnum):
+    NULL = "null"
+    DROP = "drop"
+    ERROR = "error"
+
+
+class ConstraintsPolicy(enum.StrEnum):
+    NONE = "none"
+    COPY = "copy"
+
+
+class ForeignKeyConfig(_Strict):
+    """A foreign key declared in the YAML (a virtual key) where the database declares none (docs/linked-tables.md)."""
+
+    columns: list[str] = Field(min_length=1, description="the child's key columns")
+    references: str = Field(description="parent(col, ...): a configured table's name and its key columns")
+    on_orphan: OrphanPolicy = Field(
+        default=OrphanPolicy.NULL, description="a non-null key with no parent row: null, drop or error"
+    )
+    context: list[str] | None = Field(default=None, description="parent columns the children are matched on")
+    aggregates: list[str] | None = Field(
+        default=None, description="numeric child columns averaged per parent"
+    )
+    entity: bool | None = Field(default=None, description="the parent's entity protects the child (auto)")
+
+    @field_validator("on_orphan", mode="before")
+    @classmethod
+    def _yaml_null(cls, value: Any) -> Any:
+        return OrphanPolicy.NULL if value is None else value  # `on_orphan: null` is YAML's null
+
+    @field_validator("columns")
+    @classmethod
+    def _unique_columns(cls, columns: list[str]) -> list[str]:
+        return _without_duplicates(columns, "foreign key columns")
+
+    @field_validator("references")
+    @classmethod
+    def _reference(cls, references: str) -> str:
+        match = _REFERENCE.match(references)
+        if not match or not all(c.strip() for c in match.group(2).split(",")):
+            raise ValueError(f"{references!r} is not of the form table(column, ...)")
+        return references
+
+    @model_validator(mode="after")
+    def _arity(self) -> ForeignKeyConfig:
+        if len(self.parent_columns) != len(self.columns):
+            raise ValueError(
+                f"{len(self.columns)} column(s) {self.columns} reference {len(self.parent_columns)} in {self.references}"
+            )
+        return self
+
+    @property
+    def parent(self) -> str:
+        return _REFERENCE.match(self.references).group(1)
+
+    @property
+    def parent_columns(self) -> list[str]:
+        return [c.strip() for c in _REFERENCE.match(self.references).group(2).split(",")]
+
+
 class TableConfig(TableDefaults):
     """One source table and the synthetic output(s) made from it."""
 
@@ -179,6 +242,9 @@ class TableConfig(TableDefaults):
     column_sets: dict[str, ColumnSetConfig] = Field(default_factory=dict)
     where: str | None = Field(default=None, description="SQL boolean expression filtering source rows")
     risk: TableRiskConfig = Field(default_factory=TableRiskConfig)
+    primary_key: list[str] | None = Field(default=None, description="virtual primary key columns")
+    unique: list[list[str]] = Field(default_factory=list, description="virtual unique keys")
+    foreign_keys: list[ForeignKeyConfig] = Field(default_factory=list, description="virtual foreign keys")
 
     @field_validator("source")
     @classmethod
@@ -217,6 +283,18 @@ class TableConfig(TableDefaults):
                     problems.append(f"column set {set_name!r} lists column {column!r}, which is dropped")
         if problems:
             raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _keys_are_read(self) -> TableConfig:
+        policies = self.column_policies
+        keys = [*(self.primary_key or []), *(c for u in self.unique for c in u)]
+        keys += [c for fk in self.foreign_keys for c in fk.columns]
+        dropped = [c for c in dict.fromkeys(keys) if policies.get(c) is ColumnPolicy.DROP]
+        if dropped:
+            raise ValueError(f"key column(s) {dropped} have policy drop; key columns are always written")
+        if (self.primary_key or self.unique or self.foreign_keys) and self.column_sets:
+            raise ValueError("a table with keys cannot have column_sets: its keys must join one output table")
         return self
 
     @model_validator(mode="after")
@@ -311,6 +389,13 @@ class PipelineConfig(_Strict):
     dag: DagConfig | None = None
     defaults: TableDefaults = Field(default_factory=TableDefaults)
     risk: RiskConfig = Field(default_factory=RiskConfig)
+    keys_from_database: bool = Field(
+        default=True, description="link tables by the source's declared primary, unique and foreign keys"
+    )
+    constraints: ConstraintsPolicy = Field(
+        default=ConstraintsPolicy.NONE,
+        description="copy: recreate the keys and NOT NULL on linked target tables",
+    )
     tables: list[TableConfig] = Field(min_length=1)
     config_path: Path | None = Field(default=None, exclude=True, description="set by load_config")
 
@@ -452,6 +537,14 @@ def _cross_table_problems(tables: Sequence[TableConfig]) -> list[str]:
     names = [t.display_name for t in tables]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"tables: name {name!r} is used by more than one table; set distinct `name`s")
+    known = {n for t in tables for n in (t.display_name, t.table_name)}
+    for table in tables:
+        for fk in table.foreign_keys:
+            if fk.parent not in known:
+                problems.append(
+                    f"tables: {table.display_name}: foreign key {fk.columns} references {fk.parent!r}, "
+                    f"which is not a configured table"
+                )
     targets = [target for t in tables for target in t.output_targets().values()]
     for target in sorted({t for t in targets if targets.count(t) > 1}):
         problems.append(f"tables: target table {target!r} is written by more than one output")

@@ -1,0 +1,470 @@
+"""run_linked_set: read every table of a linked set, synthesize them together so their keys join, and
+write them as one unit (parents first, one transaction) with a lineage row per table.
+
+The per-table checks are the pipeline's own (columns and types against the config, schema drift,
+max_rows, the salt); what is new is the linking (syndiffix_core.linking), the multi-table write
+(warehouse.write_set) and the link figures in the report (linked_report).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import sqlalchemy as sa
+
+import syndiffix_ops
+from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
+from syndiffix_ops.engines import get_engine
+from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
+from syndiffix_ops.pipeline import (
+    AirflowIds,
+    PipelineError,
+    Progress,
+    TableRunResult,
+    _check_drift,
+    _engine,
+    _Output,
+    _reflect,
+    _resolve_columns,
+    _result,
+    _salt,
+    _target_columns,
+    quality_metrics,
+)
+from syndiffix_ops.risk import RunRisk
+from syndiffix_ops.run_plan import LinkedSet, TableKeys
+from syndiffix_ops.warehouse import SourceTable, ValueKind, check_row_limit, read_columns, target_type_sql
+from syndiffix_ops.warehouse.write_set import ForeignKeyConstraint, TableWrite, write_linked_tables
+
+log = logging.getLogger(__name__)
+
+_INTEGER_LIMITS = {"SMALLINT": 2**15 - 1, "INTEGER": 2**31 - 1, "BIGINT": 2**63 - 1}
+
+
+@dataclass
+class _Member:
+    """One table of the set as read: its config, source, columns and rows."""
+
+    name: str
+    effective: EffectiveTable
+    source: SourceTable
+    aids: list[str]
+    output: _Output  # the written columns (attributes and keys), in source order
+    keys: TableKeys
+    frame: pd.DataFrame | None = None
+    risk: RunRisk | None = None
+
+
+def run_linked_set(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    *,
+    source: sa.Engine | str | None = None,
+    target: sa.Engine | str | None = None,
+    run_id: str | None = None,
+    airflow: AirflowIds | None = None,
+    salt: bytes | None = None,
+    report_dir: Path | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> list[TableRunResult]:
+    """Synthesize and write one linked set; one result per table, parents first."""
+    run_id = run_id or uuid.uuid4().hex
+    notify = progress or (lambda stage, fraction: None)
+    label = f"linked set {', '.join(linked_set.tables)}"
+    source_engine, owns_source = _engine(source, config.source_url)
+    target_engine, owns_target = _engine(target, config.target_url)
+    try:
+        members = [
+            _member(config, linked_set, name, source_engine, target_engine) for name in linked_set.tables
+        ]
+        salts = (
+            {_salt(salt, m.effective.salt_env, f"table {m.name}") for m in members} if not dry_run else set()
+        )
+        if len(salts) > 1:
+            raise ConfigError(
+                [f"{label}: its tables use different salt_env variables; a linked set needs one salt"]
+            )
+        if dry_run:
+            return [_planned(config, m, target_engine, run_id) for m in members]
+        started = dt.datetime.now(dt.UTC)
+        clock = time.perf_counter()
+        notify("read", 0.0)
+        for number, member in enumerate(members):
+            _read(config, member, source_engine)
+            notify("read", (number + 1) / len(members))
+        read_seconds = time.perf_counter() - clock
+        clock = time.perf_counter()
+        synthetic, metadata = _synthesize(members, salts.pop(), notify)
+        synthesize_seconds = time.perf_counter() - clock
+        return _write(
+            config,
+            linked_set,
+            members,
+            synthetic,
+            metadata,
+            source_engine.url,
+            target_engine,
+            run_id=run_id,
+            airflow=airflow,
+            started=started,
+            timings={"read": read_seconds, "synthesize": synthesize_seconds},
+            report_dir=report_dir or config.report_dir,
+            notify=notify,
+        )
+    finally:
+        if owns_source:
+            source_engine.dispose()
+        if owns_target:
+            target_engine.dispose()
+
+
+def _member(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    name: str,
+    source_engine: sa.Engine,
+    target_engine: sa.Engine,
+) -> _Member:
+    table = config.table(name)
+    effective = config.effective(table)
+    label = f"table {name}"
+    if effective.mode is WriteMode.APPEND:
+        raise ConfigError(
+            [
+                f"{label}: mode append cannot be used in a linked set (fresh keys each run would not join the old rows)"
+            ]
+        )
+    source = _reflect(source_engine, table, label)
+    aids, synthesized = _resolve_columns(source, effective, label)
+    keys = linked_set.keys[name]
+    key_columns = [
+        *keys.primary_key,
+        *(c for u in keys.unique for c in u),
+        *(c for fk in keys.foreign_keys for c in fk.columns),
+    ]
+    names = {c.name for c in source.columns}
+    problems = [
+        f"key column {c!r} is not in the source" for c in dict.fromkeys(key_columns) if c not in names
+    ]
+    problems += [
+        f"key column {c!r} has type {source.column(c).type_sql}, for which no surrogate keys are made "
+        "(integers and strings are)"
+        for c in dict.fromkeys(key_columns)
+        if c in names and source.column(c).kind not in (ValueKind.INTEGER, ValueKind.STRING)
+    ]
+    if problems:
+        raise PipelineError(f"{label}: " + "; ".join(problems))
+    written = [c.name for c in source.columns if c.name in synthesized or c.name in key_columns]
+    output = _Output(None, table.target_name, written)
+    _check_drift(target_engine, config.target_schema, source, [output], effective, label)
+    if effective.max_rows is not None:
+        check_row_limit(source_engine, source, table.where, effective.max_rows)
+    return _Member(name, effective, source, aids, output, keys)
+
+
+def _read(config: PipelineConfig, member: _Member, source_engine: sa.Engine) -> None:
+    table = member.effective.table
+    member.frame = read_columns(
+        source_engine,
+        member.source,
+        member.output.columns,
+        aid_columns=member.aids,
+        where=table.where,
+        chunk_rows=member.effective.read_chunk_rows,
+        max_rows=member.effective.max_rows,
+    )
+    member.risk = RunRisk.of_frame(
+        config,
+        table,
+        member.frame,
+        member.aids,
+        member.output.columns,
+        source_table=member.source.qualified_name,
+        chunk_rows=member.effective.read_chunk_rows,
+    )
+
+
+def _synthesize(
+    members: list[_Member], salt: bytes, notify: Progress
+) -> tuple[dict[str, pd.DataFrame], dict]:
+    from syndiffix_core.linking import LinkingError, synthesize_linked
+
+    by_name = {m.name: m for m in members}
+    metadata: dict[str, dict[str, Any]] = {}
+
+    def synthesize_table(name: str, frame: pd.DataFrame, aids: list[str]) -> pd.DataFrame:
+        member = by_name[name]
+        engine = get_engine(member.effective.engine)
+        notify(f"synthesize {name}", 0.0)
+        result = engine.run(
+            frame,
+            aid_columns=aids,
+            salt=salt,
+            params=member.effective.engine_params,
+            table_identity=member.source.qualified_name + "#linked",
+        )
+        metadata[name] = result.metadata
+        return result.frame
+
+    try:
+        synthetic = synthesize_linked(
+            {m.name: _linked_table(m) for m in members}, salt=salt, synthesize_table=synthesize_table
+        )
+    except LinkingError as error:
+        raise PipelineError(f"linked set {', '.join(by_name)}: {error}") from None
+    return synthetic, metadata
+
+
+def _linked_table(member: _Member):
+    from syndiffix_core.linking import ForeignKey, LinkedTable, OrphanPolicy
+
+    keys = member.keys
+    limits = {}
+    for column in {*keys.primary_key, *(c for u in keys.unique for c in u)}:
+        sql_type = member.source.column(column).sql_type
+        if member.source.column(column).kind is ValueKind.STRING and getattr(sql_type, "length", None):
+            limits[column] = int(sql_type.length)
+        elif member.source.column(column).kind is ValueKind.INTEGER:
+            limits[column] = _INTEGER_LIMITS.get(type(sql_type.as_generic()).__name__.upper(), 2**31 - 1)
+    return LinkedTable(
+        member.name,
+        member.frame,
+        primary_key=keys.primary_key,
+        aid_columns=tuple(member.aids),
+        unique=keys.unique,
+        foreign_keys=tuple(
+            ForeignKey(
+                fk.columns,
+                fk.parent,
+                fk.parent_columns,
+                OrphanPolicy(fk.on_orphan.value),
+                fk.context,
+                fk.aggregates,
+                fk.entity,
+            )
+            for fk in keys.foreign_keys
+        ),
+        key_limits=limits,
+    )
+
+
+def _write(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    members: list[_Member],
+    synthetic: dict[str, pd.DataFrame],
+    metadata: dict[str, dict],
+    source_url: sa.URL,
+    target: sa.Engine,
+    *,
+    run_id: str,
+    airflow: AirflowIds | None,
+    started: dt.datetime,
+    timings: dict[str, float],
+    report_dir: Path | None,
+    notify: Progress,
+) -> list[TableRunResult]:
+    from syndiffix_ops.linked_report import link_metrics
+
+    clock = time.perf_counter()
+    sources = {m.name: m.frame for m in members}
+    links = link_metrics(linked_set, sources, synthetic, {m.name: m.aids for m in members})
+    per_table: dict[str, dict[str, Any]] = {}
+    for member in members:
+        attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
+        metrics = (
+            quality_metrics(member.frame[attributes], synthetic[member.name][attributes])
+            if attributes
+            else {}
+        )
+        metrics["links"] = links.get(member.name, {})
+        risk = (
+            member.risk.for_output(synthetic[member.name], member.output.columns)[0] if member.risk else None
+        )
+        per_table[member.name] = {"metrics": metrics, "risk": risk}
+    timings["quality"] = time.perf_counter() - clock
+    target_names = {m.name: m.output.target for m in members}
+    writes = [
+        TableWrite(
+            name=m.output.target,
+            columns=_target_columns(m.source, m.output.columns),
+            frame=synthetic[m.name],
+            source_dialect=m.source.dialect,
+            primary_key=m.keys.primary_key,
+            unique=m.keys.unique,
+            foreign_keys=tuple(
+                ForeignKeyConstraint(fk.columns, target_names[fk.parent], fk.parent_columns)
+                for fk in m.keys.foreign_keys
+            ),
+            not_null=m.keys.not_null,
+        )
+        for m in members
+    ]
+    records: list[LineageRecord] = []
+
+    def record_lineage(conn: sa.Connection) -> None:
+        for member in members:
+            record = _lineage_record(
+                config,
+                linked_set,
+                member,
+                synthetic[member.name],
+                metadata,
+                per_table,
+                source_url,
+                target,
+                run_id=run_id,
+                airflow=airflow,
+                started=started,
+            )
+            insert_lineage(conn, config.target_schema, record)
+            records.append(record)
+
+    clock = time.perf_counter()
+    notify("write", 0.5)
+    ensure_lineage_table(target, config.target_schema)
+    write_linked_tables(
+        target,
+        schema=config.target_schema,
+        tables=writes,
+        constraints=config.constraints is ConstraintsPolicy.COPY,
+        before_commit=record_lineage,
+    )
+    timings["write"] = time.perf_counter() - clock
+    notify("write", 1.0)
+    report_paths = _reports(config, members, synthetic, per_table, report_dir)
+    results = []
+    for member, record in zip(members, records, strict=True):
+        log.info(
+            "%s: wrote %d synthetic rows (linked set %s)",
+            member.name,
+            len(synthetic[member.name]),
+            linked_set.name,
+        )
+        results.append(
+            _result(
+                config,
+                member.effective.table,
+                member.effective,
+                member.source,
+                target,
+                member.output,
+                member.aids,
+                run_id,
+                rows_written=len(synthetic[member.name]),
+                status="success",
+                lineage_id=record.lineage_id,
+                metrics=per_table[member.name]["metrics"],
+                timings=timings,
+                report_path=report_paths.get(member.name),
+                risk=per_table[member.name]["risk"],
+            )
+        )
+    return results
+
+
+def _key_columns(keys: TableKeys) -> set[str]:
+    return {
+        *keys.primary_key,
+        *(c for u in keys.unique for c in u),
+        *(c for fk in keys.foreign_keys for c in fk.columns),
+    }
+
+
+def _lineage_record(
+    config,
+    linked_set,
+    member,
+    synthetic,
+    metadata,
+    per_table,
+    source_url,
+    target,
+    *,
+    run_id,
+    airflow,
+    started,
+) -> LineageRecord:
+    source = member.source
+    columns = _target_columns(source, member.output.columns)
+    return LineageRecord(
+        run_id=run_id,
+        target_table=member.output.target,
+        column_set=None,
+        source=SourceIdentity.from_url(source_url, source.qualified_name),
+        columns=[
+            {
+                "name": c.name,
+                "source_type": source.column(c.name).type_sql,
+                "target_type": target_type_sql(c, source.dialect, target.dialect),
+                "kind": c.kind.value,
+            }
+            for c in columns
+        ],
+        aid_columns=member.aids,
+        engine=member.effective.engine,
+        package_version=syndiffix_ops.__version__,
+        parameters={
+            "engine_params": member.effective.engine_params.model_dump(mode="json", exclude_none=True),
+            "mode": member.effective.mode.value,
+            "where": member.effective.table.where,
+            "max_rows": member.effective.max_rows,
+            "linked_set": linked_set.describe(),
+            "constraints": config.constraints.value,
+        },
+        config_hash=config.config_hash(),
+        source_schema_hash=source.schema_hash(),
+        source_schema=source.schema_snapshot(),
+        synthetic_rows=len(synthetic),
+        started_at=started,
+        finished_at=dt.datetime.now(dt.UTC),
+        airflow_dag_id=airflow.dag_id if airflow else None,
+        airflow_task_id=airflow.task_id if airflow else None,
+        airflow_run_id=airflow.run_id if airflow else None,
+        quality_metrics=per_table[member.name]["metrics"],
+        engine_metadata=metadata.get(member.name, {}),
+        risk_metrics=per_table[member.name]["risk"],
+    )
+
+
+def _reports(config, members, synthetic, per_table, report_dir) -> dict[str, Path]:
+    if report_dir is None:
+        return {}
+    from syndiffix_ops.linked_report import links_section
+    from syndiffix_ops.pipeline import html_report
+
+    paths = {}
+    for member in members:
+        attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
+        schema = config.target_schema
+        name = f"{schema}.{member.output.target}" if schema else member.output.target
+        paths[member.name] = html_report(
+            Path(report_dir),
+            name,
+            member.frame[attributes],
+            synthetic[member.name][attributes],
+            per_table[member.name]["metrics"],
+            sections=[links_section(member.name, per_table[member.name]["metrics"]["links"])],
+        )
+    return paths
+
+
+def _planned(config: PipelineConfig, member: _Member, target: sa.Engine, run_id: str) -> TableRunResult:
+    return _result(
+        config,
+        member.effective.table,
+        member.effective,
+        member.source,
+        target,
+        member.output,
+        member.aids,
+        run_id,
+    )

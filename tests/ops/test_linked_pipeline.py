@@ -1,0 +1,226 @@
+"""Linked sets end to end on real databases: keys from the source or the YAML, one atomic write per set,
+constraints copied, lineage recording the set, and the keys joining with the source's SQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import numpy as np
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from syndiffix_ops.config import ConfigError, parse_config
+from syndiffix_ops.lineage import LINEAGE_TABLE
+from syndiffix_ops.linked_pipeline import run_linked_set
+from syndiffix_ops.run_plan import database_key_reader, plan_run
+from syndiffix_ops.warehouse.write import STAGING_PREFIX
+from syndiffix_ops.warehouse.write_set import LinkedWriteError
+
+SALT = b"linked pipeline test salt"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def linked_db(request, tmp_path):
+    """(engine, schema) on a target with transactional DDL; MariaDB's refusal has a test of its own."""
+    if request.param == "sqlite":
+        engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+        yield engine, None
+    else:
+        engine = sa.create_engine(request.getfixturevalue("pg_url"))
+        schema = f"linked {uuid.uuid4().hex[:8]}"
+        with engine.begin() as conn:
+            conn.execute(sa.schema.CreateSchema(schema))
+        yield engine, schema
+    engine.dispose()
+
+
+def _q(engine: sa.Engine, schema: str | None, name: str) -> str:
+    preparer = engine.dialect.identifier_preparer
+    return f"{preparer.quote_schema(schema)}.{preparer.quote(name)}" if schema else preparer.quote(name)
+
+
+def _make_source(engine: sa.Engine, schema: str | None, *, declare_keys: bool) -> None:
+    rng = np.random.default_rng(7)
+    customers = 600
+    age = rng.integers(18, 90, customers)
+    per_customer = rng.poisson(1 + age / 15)
+    owner = np.repeat(np.arange(customers) + 1, per_customer)
+    metadata = sa.MetaData(schema=schema)
+    key = {"primary_key": True} if declare_keys else {}
+    parent = sa.Table(
+        "customers",
+        metadata,
+        sa.Column("customer_id", sa.Integer, nullable=False, **key),
+        sa.Column("age", sa.Integer, nullable=False),
+        sa.Column("segment", sa.String(8)),
+    )
+    reference = [sa.ForeignKey(parent.c.customer_id)] if declare_keys else []
+    child = sa.Table(
+        "orders",
+        metadata,
+        sa.Column("order_id", sa.Integer, nullable=False, **key),
+        sa.Column("customer_id", sa.Integer, *reference, nullable=False),
+        sa.Column("amount", sa.Float),
+    )
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(
+            parent.insert(),
+            [
+                {"customer_id": i + 1, "age": int(a), "segment": str(s)}
+                for i, (a, s) in enumerate(
+                    zip(age, rng.choice(["gold", "silver", "bronze"], customers), strict=True)
+                )
+            ],
+        )
+        amounts = rng.gamma(2.0, 10 + np.repeat(age, per_customer) / 3)
+        conn.execute(
+            child.insert(),
+            [
+                {"order_id": i + 1, "customer_id": int(o), "amount": float(a)}
+                for i, (o, a) in enumerate(zip(owner, amounts, strict=True))
+            ],
+        )
+
+
+def _config(engine: sa.Engine, schema: str | None, *, virtual_keys: bool, constraints: str = "copy"):
+    url = engine.url.render_as_string(hide_password=False)
+    prefix = f"{schema}." if schema else ""
+    customers = {"source": f"{prefix}customers", "target": "customers_synth"}
+    orders = {"source": f"{prefix}orders", "target": "orders_synth"}
+    if virtual_keys:
+        customers["primary_key"] = ["customer_id"]
+        orders["primary_key"] = ["order_id"]
+        orders["foreign_keys"] = [
+            {"columns": ["customer_id"], "references": "customers_synth(customer_id)", "on_orphan": None}
+        ]
+    data = {"source": url, "target": url, "constraints": constraints, "tables": [customers, orders]}
+    if schema:
+        data["target_schema"] = schema
+    return parse_config(data)
+
+
+def _linked_set(config, engine):
+    plan = plan_run(config, database_key_reader(engine))
+    assert len(plan.linked_sets) == 1 and plan.single_tables == ()
+    return plan.linked_sets[0]
+
+
+def _frame(engine, schema, name) -> pd.DataFrame:
+    with engine.connect() as conn:
+        return pd.read_sql(sa.text(f"SELECT * FROM {_q(engine, schema, name)}"), conn)
+
+
+def _lineage(engine, schema) -> pd.DataFrame:
+    with engine.connect() as conn:
+        return pd.read_sql(
+            sa.text(f"SELECT run_id, target_table, parameters FROM {_q(engine, schema, LINEAGE_TABLE)}"), conn
+        )
+
+
+@pytest.mark.parametrize("virtual_keys", [False, True], ids=["database keys", "yaml keys"])
+def test_a_linked_set_joins_with_the_sources_sql_and_keeps_its_keys(linked_db, virtual_keys):
+    engine, schema = linked_db
+    _make_source(engine, schema, declare_keys=not virtual_keys)
+    config = _config(engine, schema, virtual_keys=virtual_keys)
+    linked_set = _linked_set(config, engine)
+    assert linked_set.tables == ("customers_synth", "orders_synth")
+
+    results = run_linked_set(config, linked_set, salt=SALT, run_id="first")
+    assert [r.target_table.split(".")[-1] for r in results] == ["customers_synth", "orders_synth"]
+    customers, orders = _frame(engine, schema, "customers_synth"), _frame(engine, schema, "orders_synth")
+    assert customers.customer_id.is_unique and orders.order_id.is_unique
+    join = (
+        f"SELECT count(*) FROM {_q(engine, schema, 'orders_synth')} o "
+        f"JOIN {_q(engine, schema, 'customers_synth')} c ON o.customer_id = c.customer_id"
+    )
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql(join).scalar_one() == len(orders) > 0
+    source_ids = set(_frame(engine, schema, "customers").customer_id)
+    assert len(source_ids & set(customers.customer_id)) <= 2  # fresh keys: only chance coincidences
+
+    inspector = sa.inspect(engine)
+    assert inspector.get_pk_constraint("orders_synth", schema=schema)["constrained_columns"] == ["order_id"]
+    (fk,) = inspector.get_foreign_keys("orders_synth", schema=schema)
+    assert (fk["constrained_columns"], fk["referred_table"]) == (["customer_id"], "customers_synth")
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall() == []
+
+    lineage = _lineage(engine, schema)
+    assert sorted(lineage.target_table) == ["customers_synth", "orders_synth"]
+    recorded = lineage.parameters.iloc[0]
+    recorded = recorded if isinstance(recorded, dict) else json.loads(recorded)
+    assert recorded["linked_set"]["tables"] == ["customers_synth", "orders_synth"]
+    assert (
+        recorded["linked_set"]["keys"]["orders_synth"]["foreign_keys"][0]["references"]
+        == "customers_synth(customer_id)"
+    )
+    links = results[1].metrics["links"]["foreign_keys"]["(customer_id) -> customers_synth(customer_id)"]
+    assert links["valid_share"] == 1.0
+    assert results[0].metrics["links"]["key_values_in_source"]["customer_id"] < 0.01
+
+
+def test_a_failure_while_writing_the_set_leaves_every_previous_table_and_lineage(linked_db):
+    engine, schema = linked_db
+    _make_source(engine, schema, declare_keys=True)
+    config = _config(engine, schema, virtual_keys=False)
+    linked_set = _linked_set(config, engine)
+    run_linked_set(config, linked_set, salt=SALT, run_id="first")
+    before = [_frame(engine, schema, t) for t in ("customers_synth", "orders_synth")]
+    before_lineage = _lineage(engine, schema)
+    with engine.begin() as conn:  # the database refuses the second run's lineage: after both swaps
+        if engine.dialect.name == "sqlite":
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON {LINEAGE_TABLE} WHEN NEW.run_id = 'second' "
+                "BEGIN SELECT RAISE(ABORT, 'lineage refused'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                f"ALTER TABLE {_q(engine, schema, LINEAGE_TABLE)} ADD CONSTRAINT refuse CHECK (run_id <> 'second')"
+            )
+
+    with pytest.raises(sa.exc.DBAPIError):
+        run_linked_set(config, linked_set, salt=b"another salt", run_id="second")
+    for name, frame in zip(("customers_synth", "orders_synth"), before, strict=True):
+        pd.testing.assert_frame_equal(_frame(engine, schema, name), frame)
+    pd.testing.assert_frame_equal(_lineage(engine, schema), before_lineage)
+    assert not [t for t in sa.inspect(engine).get_table_names(schema=schema) if t.startswith(STAGING_PREFIX)]
+
+
+def test_a_target_without_transactional_ddl_is_refused_before_anything_is_written(mariadb_url):
+    engine = sa.create_engine(mariadb_url)
+    try:
+        _make_source(engine, None, declare_keys=True)
+        config = _config(engine, None, virtual_keys=False)
+        with pytest.raises(LinkedWriteError, match="target: a linked set is written in one transaction"):
+            run_linked_set(config, _linked_set(config, engine), salt=SALT)
+        assert not sa.inspect(engine).has_table("customers_synth")
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS orders, customers")
+        engine.dispose()
+
+
+def test_a_cycle_of_not_null_keys_is_refused_naming_it(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'cycle.db'}")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE a (id INTEGER PRIMARY KEY, b_id INTEGER NOT NULL REFERENCES b(id), x REAL)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE b (id INTEGER PRIMARY KEY, a_id INTEGER NOT NULL REFERENCES a(id), y REAL)"
+        )
+        conn.exec_driver_sql("CREATE TABLE c (id INTEGER PRIMARY KEY, c_id INTEGER REFERENCES c(id), z REAL)")
+    url, target = str(engine.url), f"sqlite:///{tmp_path / 'target.db'}"
+    config = parse_config({"source": url, "target": target, "tables": [{"source": "a"}, {"source": "b"}]})
+    with pytest.raises(
+        ConfigError, match=r"the foreign keys a -> b -> a form a cycle and none of them is nullable"
+    ):
+        plan_run(config, database_key_reader(engine))
+    nullable_self_reference = parse_config({"source": url, "target": target, "tables": [{"source": "c"}]})
+    (linked,) = plan_run(nullable_self_reference, database_key_reader(engine)).linked_sets
+    assert linked.tables == ("c",) and linked.keys["c"].foreign_keys[0].parent == "c"
+    engine.dispose()
