@@ -340,7 +340,7 @@ def _write(
     )
     timings["write"] = time.perf_counter() - clock
     notify("write", 1.0)
-    report_paths = _reports(config, members, synthetic, per_table, report_dir)
+    report_paths = _reports(config, members, synthetic, per_table, report_dir, run_id)
     results = []
     for member, record in zip(members, records, strict=True):
         log.info(
@@ -435,7 +435,7 @@ def _lineage_record(
     )
 
 
-def _reports(config, members, synthetic, per_table, report_dir) -> dict[str, Path]:
+def _reports(config, members, synthetic, per_table, report_dir, run_id) -> dict[str, Path]:
     if report_dir is None:
         return {}
     from syndiffix_ops.linked_report import links_section
@@ -453,6 +453,8 @@ def _reports(config, members, synthetic, per_table, report_dir) -> dict[str, Pat
             synthetic[member.name][attributes],
             per_table[member.name]["metrics"],
             sections=[links_section(member.name, per_table[member.name]["metrics"]["links"])],
+            run_id=run_id,
+            source_table=member.source.qualified_name,
         )
     return paths
 

@@ -121,14 +121,15 @@ def _lineage(engine, schema) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("virtual_keys", [False, True], ids=["database keys", "yaml keys"])
-def test_a_linked_set_joins_with_the_sources_sql_and_keeps_its_keys(linked_db, virtual_keys):
+def test_a_linked_set_joins_with_the_sources_sql_and_keeps_its_keys(linked_db, virtual_keys, tmp_path):
     engine, schema = linked_db
     _make_source(engine, schema, declare_keys=not virtual_keys)
     config = _config(engine, schema, virtual_keys=virtual_keys)
     linked_set = _linked_set(config, engine)
     assert linked_set.tables == ("customers_synth", "orders_synth")
 
-    results = run_linked_set(config, linked_set, salt=SALT, run_id="first")
+    results = run_linked_set(config, linked_set, salt=SALT, run_id="first", report_dir=tmp_path / "reports")
+    assert "Links of orders_synth" in results[1].report_path.read_text(encoding="utf-8")
     assert [r.target_table.split(".")[-1] for r in results] == ["customers_synth", "orders_synth"]
     customers, orders = _frame(engine, schema, "customers_synth"), _frame(engine, schema, "orders_synth")
     assert customers.customer_id.is_unique and orders.order_id.is_unique
