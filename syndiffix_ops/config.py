@@ -25,12 +25,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from syndiffix_ops.errors import PermanentError
+
 DEFAULT_SALT_ENV = "SYNDIFFIX_SALT"
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class ConfigError(ValueError):
+class ConfigError(PermanentError, ValueError):
     """A config that cannot be used; `problems` holds one line per problem, `str()` lists them all."""
 
     def __init__(self, problems: Sequence[str]):

@@ -30,6 +30,7 @@ from syndiffix_ops.config import (
     lineage_name_conflicts,
 )
 from syndiffix_ops.engines import get_engine, resolved_params
+from syndiffix_ops.errors import PermanentError
 from syndiffix_ops.lineage import (
     LineageRecord,
     SourceIdentity,
@@ -58,7 +59,7 @@ log = logging.getLogger(__name__)
 Progress = Callable[[str, float], None]
 
 
-class PipelineError(RuntimeError):
+class PipelineError(PermanentError, RuntimeError):
     """A table that cannot be synthesized as configured; the message names the table and the cause."""
 
 

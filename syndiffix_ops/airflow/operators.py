@@ -92,6 +92,24 @@ class SyntheticTableOperator(BaseOperator):
         self._target_url: sa.URL | None = None
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
+        """Run the table; a failure no retry can fix (config, missing table or column, type policy,
+        schema drift) fails the task at once, any other failure is left to Airflow's retries."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from syndiffix_ops.errors import is_permanent
+
+        try:
+            return self._synthesize(context)
+        except AirflowFailException:
+            raise
+        except Exception as error:
+            if is_permanent(error):
+                raise AirflowFailException(
+                    f"{error} (not retried: it fails the same way until fixed)"
+                ) from error
+            raise
+
+    def _synthesize(self, context: Any) -> list[dict[str, Any]]:
         import sqlalchemy as sa
 
         from syndiffix_ops.config import load_config

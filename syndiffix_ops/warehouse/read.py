@@ -10,16 +10,17 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy as sa
 
+from syndiffix_ops.errors import PermanentError
 from syndiffix_ops.warehouse import postgres
 from syndiffix_ops.warehouse.types import ColumnValueError, ValueKind, aid_values, to_series, value_kind
 from syndiffix_ops.where import render_where
 
 
-class SourceTableError(LookupError):
+class SourceTableError(PermanentError, LookupError):
     """The source table or a configured column is missing."""
 
 
-class RowLimitExceeded(RuntimeError):
+class RowLimitExceeded(PermanentError, RuntimeError):
     """The filtered source holds more rows than max_rows allows (the exact number is deliberately unknown)."""
 
 

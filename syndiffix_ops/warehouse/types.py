@@ -20,6 +20,8 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from syndiffix_ops.errors import PermanentError
+
 
 class ValueKind(enum.StrEnum):
     BOOLEAN = "boolean"
@@ -32,7 +34,7 @@ class ValueKind(enum.StrEnum):
     TIME = "time"
 
 
-class UnsupportedTypeError(TypeError):
+class UnsupportedTypeError(PermanentError, TypeError):
     """A column whose SQL type no engine synthesizes; the message says which policy fixes it."""
 
     def __init__(self, table: str, column: str, sql_type: str):
@@ -43,7 +45,7 @@ class UnsupportedTypeError(TypeError):
         )
 
 
-class ColumnValueError(ValueError):
+class ColumnValueError(PermanentError, ValueError):
     """A source value that cannot be converted for the engines; the message names the column and value."""
 
 

@@ -16,6 +16,9 @@ MySQL/MariaDB commit every DDL statement implicitly, so the steps are separate a
 A failure before 3 drops the staging table; a failure in 4 renames the tables back (atomically again)
 before dropping the staging table. Only a crash of the process itself can leave `_sdx_stage_*` or
 `_sdx_old_*` tables behind.
+
+Writers of the same target table take turns (warehouse/locks.py): on PostgreSQL from the check for the
+previous table to the commit, on MySQL/MariaDB for the whole write, on SQLite by its write lock.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import pandas as pd
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from syndiffix_ops.warehouse import postgres
+from syndiffix_ops.errors import PermanentError
+from syndiffix_ops.warehouse import locks, postgres
 from syndiffix_ops.warehouse.types import ValueKind, to_python
 
 STAGING_PREFIX = "_sdx_stage_"
@@ -36,7 +40,7 @@ OLD_PREFIX = "_sdx_old_"
 _INSERT_BATCH_ROWS = 10_000
 
 
-class TargetSchemaError(RuntimeError):
+class TargetSchemaError(PermanentError, RuntimeError):
     """The existing target table does not match the synthetic output (append mode)."""
 
 
@@ -123,6 +127,7 @@ def _replace_transactional(engine, schema, name, columns, frame, source_dialect,
             _create_enum_types(conn, staging)
             staging.create(conn)
             _insert(conn, staging, columns, frame)
+            locks.lock_transaction(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS)
             if sa.inspect(conn).has_table(name, schema=schema):
                 sa.Table(name, sa.MetaData(), schema=schema).drop(conn)
             conn.exec_driver_sql(
@@ -140,7 +145,10 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
     staging = _table(f"{STAGING_PREFIX}{run}", schema, columns, source_dialect, engine.dialect)
     old = sa.Table(f"{OLD_PREFIX}{run}", sa.MetaData(), schema=schema)
     target = sa.Table(name, sa.MetaData(), schema=schema)
-    with engine.connect() as conn:
+    with (
+        engine.connect() as conn,
+        locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
+    ):
         fmt = lambda table: _format_table(conn, table)  # noqa: E731
         try:
             staging.create(conn)
@@ -178,9 +186,13 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
 
 
 def _append(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
-    with engine.connect() as conn:
+    with (
+        engine.connect() as conn,
+        locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
+    ):
         _begin(conn)
         try:
+            locks.lock_transaction(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS)
             if sa.inspect(conn).has_table(name, schema=schema):
                 table = sa.Table(name, sa.MetaData(), schema=schema, autoload_with=conn)
                 _check_append_target(conn, table, columns, source_dialect)
