@@ -24,17 +24,6 @@ if TYPE_CHECKING:
     from syndiffix_ops.config import PipelineConfig
     from syndiffix_ops.pipeline import TableRunResult
 
-# Airflow connection types -> SQLAlchemy drivers the warehouse layer is tested with. In a connection's
-# extra, "sqlalchemy_scheme" picks another driver and "sqlalchemy_query" adds URL query parameters; other
-# extra keys belong to other providers' hooks and are ignored, so one connection serves both.
-_SQLALCHEMY_DRIVERS = {
-    "postgres": "postgresql+psycopg",
-    "postgresql": "postgresql+psycopg",
-    "mysql": "mysql+pymysql",
-    "mariadb": "mysql+pymysql",
-    "sqlite": "sqlite",
-}
-
 
 class SyntheticTableOperator(BaseOperator):
     """Synthesize one table of a syndiffix-ops YAML config into the target warehouse.
@@ -112,6 +101,7 @@ class SyntheticTableOperator(BaseOperator):
     def _synthesize(self, context: Any) -> list[dict[str, Any]]:
         import sqlalchemy as sa
 
+        from syndiffix_ops.airflow.hooks import connection_url
         from syndiffix_ops.config import load_config
         from syndiffix_ops.pipeline import AirflowIds, run_table
 
@@ -275,35 +265,6 @@ def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
             ]
         )
     return table.model_copy(update={"column_sets": {column_set: table.column_sets[column_set]}})
-
-
-def connection_url(conn_id: str) -> sa.URL:
-    """A SQLAlchemy URL object from an Airflow connection; the password stays inside the URL object
-    (whose str() hides it) and Airflow masks it in task logs."""
-    import sqlalchemy as sa
-    from airflow.sdk import BaseHook
-
-    conn = BaseHook.get_connection(conn_id)
-    extra = conn.extra_dejson or {}
-    driver = extra.get("sqlalchemy_scheme") or _SQLALCHEMY_DRIVERS.get((conn.conn_type or "").lower())
-    if driver is None:
-        raise ValueError(
-            f"connection {conn_id!r} has type {conn.conn_type!r}; syndiffix-ops reads postgres, mysql and "
-            'sqlite connections, or set {"sqlalchemy_scheme": "dialect+driver"} in its extra'
-        )
-    if driver.startswith("sqlite"):
-        # Airflow's sqlite connections keep the file path in host (or in schema when host is empty).
-        return sa.URL.create(driver, database=conn.host or conn.schema or None)
-    query = {key: str(value) for key, value in (extra.get("sqlalchemy_query") or {}).items()}
-    return sa.URL.create(
-        driver,
-        username=conn.login or None,
-        password=conn.password or None,
-        host=conn.host or None,
-        port=conn.port or None,
-        database=conn.schema or None,
-        query=query,
-    )
 
 
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+# The package's own page (Airflow's provider list shows the Documentation URL of pyproject.toml too).
+DOCUMENTATION_URL = "https://pypi.org/project/syndiffix-ops/"
+
 
 def _package_version() -> str:
     try:
@@ -29,7 +32,7 @@ def get_provider_info() -> dict:
         "integrations": [
             {
                 "integration-name": "SynDiffix",
-                "external-doc-url": "https://github.com/syndiffix",
+                "external-doc-url": DOCUMENTATION_URL,
                 "tags": ["software"],
             }
         ],
@@ -37,6 +40,14 @@ def get_provider_info() -> dict:
             {
                 "integration-name": "SynDiffix",
                 "python-modules": ["syndiffix_ops.airflow.operators", "syndiffix_ops.airflow.risk_operator"],
+            }
+        ],
+        "hooks": [{"integration-name": "SynDiffix", "python-modules": ["syndiffix_ops.airflow.hooks"]}],
+        "connection-types": [
+            {
+                "connection-type": "syndiffix_warehouse",
+                "hook-class-name": "syndiffix_ops.airflow.hooks.SyntheticWarehouseHook",
+                "hook-name": "SynDiffix warehouse (SQLAlchemy)",
             }
         ],
     }

@@ -56,7 +56,7 @@ class RiskReportOperator(BaseOperator):
 
         import sqlalchemy as sa
 
-        from syndiffix_ops.airflow.operators import connection_url
+        from syndiffix_ops.airflow.hooks import connection_url
         from syndiffix_ops.config import load_config
         from syndiffix_ops.risk import assess_config, coarse
 

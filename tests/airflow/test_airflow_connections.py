@@ -20,7 +20,7 @@ POSTGRES = {
 
 
 def test_a_postgres_connection_becomes_a_psycopg_url_that_never_prints_its_password(airflow_env, monkeypatch):
-    from syndiffix_ops.airflow.operators import connection_url
+    from syndiffix_ops.airflow.hooks import connection_url
 
     monkeypatch.setenv("AIRFLOW_CONN_WAREHOUSE", json.dumps(POSTGRES))
     url = connection_url("warehouse")
@@ -49,7 +49,7 @@ def test_a_postgres_connection_becomes_a_psycopg_url_that_never_prints_its_passw
     ],
 )
 def test_connection_types_map_to_tested_drivers(airflow_env, monkeypatch, connection, driver):
-    from syndiffix_ops.airflow.operators import connection_url
+    from syndiffix_ops.airflow.hooks import connection_url
 
     monkeypatch.setenv("AIRFLOW_CONN_SOME_DB", json.dumps(connection))
     url = connection_url("some_db")
@@ -59,7 +59,7 @@ def test_connection_types_map_to_tested_drivers(airflow_env, monkeypatch, connec
 
 
 def test_an_unsupported_connection_type_is_named_in_the_error(airflow_env, monkeypatch):
-    from syndiffix_ops.airflow.operators import connection_url
+    from syndiffix_ops.airflow.hooks import connection_url
 
     monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps({"conn_type": "aws", "login": "key"}))
     with pytest.raises(ValueError, match=r"connection 'lake' has type 'aws'.*sqlalchemy_scheme"):
@@ -94,3 +94,52 @@ def test_an_odd_table_name_is_a_valid_asset(airflow_env):
 
     uri = asset_uri(sa.make_url("postgresql+psycopg://h/db"), "synthétique", 'order "lines"; drop')
     assert Asset(uri=uri, name=uri).uri == uri
+
+
+def test_the_hook_runs_sql_and_tests_its_connection_on_a_postgres_connection(
+    airflow_env, monkeypatch, pg_url
+):
+    import sqlalchemy as sa
+
+    from syndiffix_ops.airflow.hooks import SyntheticWarehouseHook
+
+    url = sa.make_url(pg_url)
+    connection = {"conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username}
+    monkeypatch.setenv("AIRFLOW_CONN_PG", json.dumps({**connection, "schema": url.database}))
+    hook = SyntheticWarehouseHook(warehouse_conn_id="pg")
+    assert hook.get_first("SELECT current_database()") == (url.database,)
+    assert hook.get_records("SELECT 1 UNION ALL SELECT 2 ORDER BY 1") == [(1,), (2,)]
+    ok, message = hook.test_connection()
+    assert ok and message.startswith("connected to postgresql "), message
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WRONG",
+        json.dumps({**connection, "schema": "no_such_database_here", "password": "pa:ss/word@1"}),
+    )
+    ok, message = SyntheticWarehouseHook(warehouse_conn_id="wrong").test_connection()
+    assert not ok and "no_such_database_here" in message and "\n" not in message
+    assert "pa:ss/word@1" not in message
+
+
+def test_a_generic_connection_names_its_driver_in_the_extra(airflow_env, monkeypatch, tmp_path):
+    from syndiffix_ops.airflow.hooks import SyntheticWarehouseHook
+    from syndiffix_ops.config import ConfigError
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FILE_DB",
+        json.dumps(
+            {"conn_type": "generic", "host": str(tmp_path / "w.db"), "extra": {"sqlalchemy_scheme": "sqlite"}}
+        ),
+    )
+    assert SyntheticWarehouseHook(warehouse_conn_id="file_db").test_connection()[0]
+    monkeypatch.setenv("AIRFLOW_CONN_BARE", json.dumps({"conn_type": "generic", "host": "h"}))
+    with pytest.raises(ConfigError, match="connection 'bare' has type 'generic'"):
+        SyntheticWarehouseHook(warehouse_conn_id="bare").get_sqlalchemy_engine()
+
+
+def test_airflow_finds_the_hook_and_its_testable_connection_type(airflow_env):
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    hook = ProvidersManagerTaskRuntime().hooks["syndiffix_warehouse"]
+    assert hook.hook_class_name == "syndiffix_ops.airflow.hooks.SyntheticWarehouseHook"
+    assert hook.connection_testable and hook.package_name == "syndiffix-ops"
