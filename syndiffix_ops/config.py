@@ -28,6 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from syndiffix_ops.errors import PermanentError
 
 DEFAULT_SALT_ENV = "SYNDIFFIX_SALT"
+# An output with fewer synthetic rows is not swapped in: a filter that stopped matching must not empty a table.
+DEFAULT_MIN_ROWS = 1
 _ENV_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -154,6 +156,9 @@ class TableDefaults(_Strict):
     mode: WriteMode | None = None
     on_schema_change: SchemaChangePolicy | None = None
     max_rows: int | None = Field(default=None, gt=0)
+    min_rows: int | None = Field(
+        default=None, ge=0, description="refuse to write an output with fewer synthetic rows (default 1)"
+    )
     salt_env: str | None = None
     other_columns: ColumnPolicy | None = None
     read_chunk_rows: int | None = Field(default=None, gt=0)
@@ -374,6 +379,7 @@ class EffectiveTable(BaseModel):
     mode: WriteMode
     on_schema_change: SchemaChangePolicy
     max_rows: int | None
+    min_rows: int
     salt_env: str
     other_columns: ColumnPolicy
     read_chunk_rows: int
@@ -478,6 +484,7 @@ class PipelineConfig(_Strict):
             or self.defaults.on_schema_change
             or SchemaChangePolicy.FAIL,
             max_rows=table.max_rows or self.defaults.max_rows,
+            min_rows=_first_set(table.min_rows, self.defaults.min_rows, DEFAULT_MIN_ROWS),
             salt_env=table.salt_env or self.defaults.salt_env or self.salt_env,
             other_columns=table.other_columns
             or self.defaults.other_columns
@@ -515,6 +522,10 @@ class PipelineConfig(_Strict):
         """SHA-256 of the validated config (not of the file's formatting), recorded in lineage."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _first_set(*values: int | None) -> int:
+    return next(value for value in values if value is not None)
 
 
 def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -63,6 +63,15 @@ class PipelineError(PermanentError, RuntimeError):
     """A table that cannot be synthesized as configured; the message names the table and the cause."""
 
 
+class RefusedConfigError(ConfigError):
+    """A config that would overwrite a source or run something other than one `where` expression:
+    refused before anything is written, not even a failed lineage row."""
+
+
+class TooFewRowsError(PipelineError):
+    """The synthetic output has fewer rows than min_rows; nothing was written."""
+
+
 class SchemaDriftError(PipelineError):
     """The source schema changed since the last successful run and on_schema_change is fail."""
 
@@ -224,7 +233,7 @@ def run_table(
             )
         return results
     except Exception as error:
-        if not dry_run:
+        if not dry_run and not isinstance(error, RefusedConfigError):
             written = {(r.column_set, r.target_table) for r in results}
             _record_failed_outputs(
                 config,
@@ -262,6 +271,7 @@ def _run_parameters(effective: EffectiveTable) -> dict[str, Any]:
         "mode": effective.mode.value,
         "where": effective.table.where,
         "max_rows": effective.max_rows,
+        "min_rows": effective.min_rows,
         "on_schema_change": effective.on_schema_change.value,
         "other_columns": effective.other_columns.value,
         "read_chunk_rows": effective.read_chunk_rows,
@@ -347,7 +357,7 @@ def _refuse_overwriting_sources(
                 "(the same table in the same database); choose another target name or target_schema"
             )
     if problems:
-        raise ConfigError([f"{label}: {problem}; nothing was written" for problem in problems])
+        raise RefusedConfigError([f"{label}: {problem}; nothing was written" for problem in problems])
 
 
 def _check_where(where: str | None, dialect: str, label: str) -> None:
@@ -355,7 +365,7 @@ def _check_where(where: str | None, dialect: str, label: str) -> None:
         try:
             render_where(where, dialect)
         except WhereError as error:
-            raise ConfigError([f"{label}: {error}"]) from None
+            raise RefusedConfigError([f"{label}: {error}"]) from None
 
 
 def _salt(given: bytes | None, env_name: str, label: str) -> bytes:
@@ -554,6 +564,13 @@ def _synthesize_output(
     if list(synthetic.columns) != output.columns:
         raise PipelineError(
             f"{label}: engine {engine.name} returned columns {list(synthetic.columns)}, expected {output.columns}"
+        )
+    if len(synthetic) < effective.min_rows:
+        # The synthetic count is anonymized and is what the table would show; the source's is never told.
+        raise TooFewRowsError(
+            f"{label}: the synthetic output has {len(synthetic)} rows, fewer than min_rows={effective.min_rows}; "
+            f"nothing was written, {_qualified(config.target_schema, output.target)} and its lineage are as "
+            "before. Check the where filter (few or no matching rows) or lower min_rows (0 allows an empty table)"
         )
     timings["synthesize"] = time.perf_counter() - clock
 

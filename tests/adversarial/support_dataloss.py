@@ -59,10 +59,14 @@ def table_names(engine: sa.Engine, schema: str | None) -> set[str]:
     return set(sa.inspect(engine).get_table_names(schema=schema))
 
 
-def config_for(engine: sa.Engine, schema: str | None, *, validated: bool = True, **entry) -> PipelineConfig:
+def config_for(
+    engine: sa.Engine, schema: str | None, *, validated: bool = True, risk: bool = False, **entry
+) -> PipelineConfig:
     """One-table config with the same database as source and target; `validated=False` skips the
-    config-time checks so the run-time ones are tested on their own."""
+    config-time checks so the run-time ones are tested on their own. The risk report (about a second
+    per run) is off unless asked for."""
     data = {
+        "risk": {"enabled": risk},
         "source": url_of(engine),
         "target": url_of(engine),
         "target_schema": schema,

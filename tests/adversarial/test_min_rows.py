@@ -1,0 +1,96 @@
+"""min_rows: a run never swaps in fewer synthetic rows than allowed (default 1), and says so.
+
+The campaign saw a filter that stopped matching replace a good table with an empty one, exit 0.
+"""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from support_dataloss import SALT, config_for, lineage_rows, make_orders, rows_of, table_names
+
+from syndiffix_ops.cli import EXIT_TABLE_FAILED, main
+from syndiffix_ops.config import DEFAULT_MIN_ROWS, ConfigError, parse_config
+from syndiffix_ops.pipeline import TooFewRowsError, run_table
+from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
+
+
+def _leftovers(engine, schema) -> list[str]:
+    return [n for n in table_names(engine, schema) if n.startswith((STAGING_PREFIX, OLD_PREFIX))]
+
+
+def test_a_filter_that_stops_matching_leaves_the_previous_table_and_lineage(warehouse_db):
+    engine, schema = warehouse_db
+    make_orders(engine, schema)
+    run_table(config_for(engine, schema, where="label = 'high'"), "orders_synth", salt=SALT, run_id="good")
+    table_before = rows_of(engine, schema, "orders_synth")
+    lineage_before = lineage_rows(engine, schema)
+    assert table_before and [row["run_id"] for row in lineage_before] == ["good"]
+
+    emptied = config_for(engine, schema, where="label = 'no such label'")
+    with pytest.raises(TooFewRowsError) as refused:
+        run_table(emptied, "orders_synth", salt=SALT, run_id="empty")
+    message = str(refused.value)
+    assert message.startswith("table orders_synth: the synthetic output has 0 rows, fewer than min_rows=1")
+    assert "nothing was written" in message and "where filter" in message
+    assert rows_of(engine, schema, "orders_synth") == table_before
+    lineage_after = lineage_rows(engine, schema)
+    assert [row for row in lineage_after if row["status"] == "success"] == lineage_before
+    # the failure itself is on record, with the synthetic count only
+    [failed] = [row for row in lineage_after if row["status"] == "failed"]
+    assert failed["run_id"] == "empty" and "0 rows, fewer than min_rows=1" in failed["error_message"]
+    assert _leftovers(engine, schema) == []
+
+
+def test_the_refusal_tells_the_synthetic_count_never_the_source_count(warehouse_db):
+    engine, schema = warehouse_db
+    make_orders(engine, schema, rows=120)
+    [allowed] = run_table(config_for(engine, schema, min_rows=0), "orders_synth", salt=SALT)
+    synthetic_rows = allowed.rows_written
+    with pytest.raises(TooFewRowsError) as refused:
+        run_table(config_for(engine, schema, min_rows=10_000), "orders_synth", salt=SALT)
+    assert f"has {synthetic_rows} rows, fewer than min_rows=10000" in str(refused.value)
+    if synthetic_rows != 120:  # the exact source count appears nowhere unless the synthetic one equals it
+        assert "120" not in str(refused.value)
+    assert len(rows_of(engine, schema, "orders_synth")) == synthetic_rows
+
+
+def test_min_rows_0_allows_an_empty_output(tmp_path):
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    make_orders(engine, None)
+    config = config_for(engine, None, where="label = 'no such label'", min_rows=0)
+    [result] = run_table(config, "orders_synth", salt=SALT)
+    assert result.status == "success" and result.rows_written == 0
+    assert rows_of(engine, None, "orders_synth") == []
+    assert [row["synthetic_rows"] for row in lineage_rows(engine, None)] == [0]
+
+
+def test_defaults_and_precedence():
+    base = {"source": "sqlite:///s.db", "target": "sqlite:///t.db"}
+    config = parse_config(
+        {**base, "defaults": {"min_rows": 50}, "tables": [{"source": "a"}, {"source": "b", "min_rows": 0}]}
+    )
+    assert [config.effective(t).min_rows for t in config.tables] == [50, 0]
+    plain = parse_config({**base, "tables": [{"source": "a"}]})
+    assert plain.effective(plain.tables[0]).min_rows == DEFAULT_MIN_ROWS == 1
+    with pytest.raises(ConfigError, match="min_rows"):
+        parse_config({**base, "tables": [{"source": "a", "min_rows": -1}]})
+
+
+def test_cli_reports_the_refusal_as_one_line_and_exits_1(tmp_path):
+    import sqlalchemy as sa
+
+    database = tmp_path / "w.db"
+    make_orders(sa.create_engine(f"sqlite:///{database}"), None)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"source: sqlite:///{database}\ntarget: sqlite:///{tmp_path / 't.db'}\n"
+        "tables:\n  - source: orders\n    where: \"label = 'none'\"\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, ["run", str(config)], env={"SYNDIFFIX_SALT": "s"})
+    assert result.exit_code == EXIT_TABLE_FAILED, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "0 rows, fewer than min_rows=1" in errors[0], result.stderr
