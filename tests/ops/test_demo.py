@@ -37,13 +37,41 @@ def test_demo_builds_the_warehouse_synthesizes_it_and_says_where_to_look(tmp_pat
         tables = set(sa.inspect(conn).get_table_names())
         planes = pd.read_sql_table("planes", conn)
         airports = pd.read_sql_table("airports", conn)
+        flights = pd.read_sql_table("flights", conn)
         flight_delays = pd.read_sql_table("flight_delays", conn)
         lineage = pd.read_sql_table("syndiffix_lineage", conn)
+        joined = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM flights f JOIN airlines l ON f.carrier = l.carrier "
+            "JOIN airports o ON f.origin = o.faa LEFT JOIN planes p ON f.tailnum = p.tailnum "
+            "LEFT JOIN airports d ON f.dest = d.faa"
+        ).scalar_one()
+        unmatched = conn.exec_driver_sql(
+            "SELECT COUNT(*) FROM flights f WHERE (f.tailnum IS NOT NULL AND f.tailnum NOT IN "
+            "(SELECT tailnum FROM planes)) OR (f.dest IS NOT NULL AND f.dest NOT IN (SELECT faa FROM airports))"
+        ).scalar_one()
     target.dispose()
-    assert tables == {"flights", "flight_delays", "weather", "planes", "airports", "syndiffix_lineage"}
-    assert "tailnum" not in planes.columns and len(planes) > 0  # AID column: protects, not output
-    assert "faa" not in airports.columns and "name" not in airports.columns
-    assert sorted(lineage["target_table"]) == ["airports", "flight_delays", "flights", "planes", "weather"]
+    assert tables == {
+        "flights",
+        "flight_delays",
+        "weather",
+        "planes",
+        "airports",
+        "airlines",
+        "syndiffix_lineage",
+    }
+    # the linked set joins: every flight has its airline and origin, every non-null plane and dest exist
+    assert joined == len(flights) > 0 and unmatched == 0
+    source_tailnums = set(pd.read_sql_table("planes", f"sqlite:///{folder / 'source.sqlite'}").tailnum)
+    assert planes.tailnum.is_unique and not set(planes.tailnum) & source_tailnums  # fresh keys
+    assert "name" not in airports.columns and airports.faa.is_unique
+    assert sorted(lineage["target_table"]) == [
+        "airlines",
+        "airports",
+        "flight_delays",
+        "flights",
+        "planes",
+        "weather",
+    ]
     assert set(flight_delays.columns) == {"carrier", "origin", "dest", "dep_delay", "arr_delay"}
 
     index = folder / "reports" / "index.html"
