@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from syndiffix_ops.errors import PermanentError
 
@@ -95,6 +102,39 @@ def _without_duplicates(names: list[str], what: str) -> list[str]:
     if duplicates:
         raise ValueError(f"{what} listed more than once: {duplicates}")
     return names
+
+
+class DerivedColumn(_Strict):
+    """`column: {derive: EXPRESSION}`: computed from other synthetic columns after synthesis, never
+    synthesized itself (docs/config.md)."""
+
+    derive: str
+
+
+def _column_entry(name: str, value: Any) -> ColumnPolicy | DerivedColumn:
+    """One entry of the `columns:` mapping, as one clear message when it is wrong."""
+    if isinstance(value, DerivedColumn | ColumnPolicy):
+        return value
+    if not isinstance(value, Mapping):
+        try:
+            return ColumnPolicy(value)
+        except ValueError:
+            raise ValueError(f"{name}: {value!r} is not synthesize, drop or {{derive: EXPRESSION}}") from None
+    unknown = sorted(str(key) for key in value if key != "derive")
+    if unknown or "derive" not in value:
+        raise ValueError(
+            f"{name}: a column entry is synthesize, drop or {{derive: EXPRESSION}}; unknown keys {unknown}"
+        )
+    if not isinstance(value["derive"], str):
+        raise ValueError(f'{name}: derive takes an expression in quotes, e.g. derive: "hour * 100 + minute"')
+    # imported only for configs with derive rules: validating other configs stays free of the engine
+    from syndiffix_core.derive import DeriveError, parse_expression
+
+    try:
+        parse_expression(name, value["derive"])
+    except DeriveError as error:
+        raise ValueError(str(error)) from None
+    return DerivedColumn(derive=value["derive"])
 
 
 class ColumnSetConfig(_Strict):
@@ -244,7 +284,7 @@ class TableConfig(TableDefaults):
     )
     source: str = Field(description="source table as schema.table (or table in the default schema)")
     target: str | None = Field(default=None, description="target table name; default: the source table name")
-    columns: dict[str, ColumnPolicy] | list[str] | None = None
+    columns: dict[str, ColumnPolicy | DerivedColumn] | list[str] | None = None
     aid_columns: list[str] = Field(default_factory=list)
     column_sets: dict[str, ColumnSetConfig] = Field(default_factory=dict)
     where: str | None = Field(default=None, description="SQL boolean expression filtering source rows")
@@ -266,10 +306,14 @@ class TableConfig(TableDefaults):
     def _unique_aids(cls, aids: list[str]) -> list[str]:
         return _without_duplicates(aids, "AID columns")
 
-    @field_validator("columns")
+    @field_validator("columns", mode="before")
     @classmethod
-    def _unique_columns(cls, columns: Any) -> Any:
-        return _without_duplicates(columns, "columns") if isinstance(columns, list) else columns
+    def _column_entries(cls, columns: Any) -> Any:
+        if isinstance(columns, list):
+            return _without_duplicates(columns, "columns")
+        if isinstance(columns, Mapping):
+            return {name: _column_entry(str(name), entry) for name, entry in columns.items()}
+        return columns
 
     @model_validator(mode="after")
     def _consistent(self) -> TableConfig:
@@ -291,6 +335,34 @@ class TableConfig(TableDefaults):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def derive_problems(self) -> list[tuple[str, str]]:
+        """(derived column, problem) for rules whose inputs are not synthesized output columns; the
+        source's columns and types are checked when the table runs."""
+        derived = self.derived_columns
+        if not derived:
+            return []
+        from syndiffix_core.derive import parse_expression  # only configs with derive rules load the engine
+
+        policies, problems = self.column_policies, []
+        for column, text in derived.items():
+            references = parse_expression(column, text).references
+            for name in references:
+                if name in self.aid_columns:
+                    problems.append((column, f"uses AID column {name!r}, which is never output"))
+                elif name in derived:
+                    problems.append(
+                        (column, f"uses derived column {name!r}; derive from synthesized columns")
+                    )
+                elif policies.get(name) is ColumnPolicy.DROP or (
+                    name not in policies and self._unlisted_dropped
+                ):
+                    problems.append((column, f"uses column {name!r}, which is dropped"))
+            for set_name, column_set in self.column_sets.items():
+                missing = [name for name in references if name not in column_set.columns]
+                if column in column_set.columns and missing:
+                    problems.append((column, f"is in column set {set_name!r} without its inputs {missing}"))
+        return [(column, f"derive of column {column!r} {problem}") for column, problem in problems]
 
     @model_validator(mode="after")
     def _keys_are_read(self) -> TableConfig:
@@ -344,7 +416,20 @@ class TableConfig(TableDefaults):
             return {}
         if isinstance(self.columns, list):
             return dict.fromkeys(self.columns, ColumnPolicy.SYNTHESIZE)
-        return dict(self.columns)
+        # a derived column is an output column: written, though computed rather than synthesized
+        return {
+            name: ColumnPolicy.SYNTHESIZE if isinstance(entry, DerivedColumn) else entry
+            for name, entry in self.columns.items()
+        }
+
+    @property
+    def derived_columns(self) -> dict[str, str]:
+        """Derived column -> its expression, in config order."""
+        if not isinstance(self.columns, dict):
+            return {}
+        return {
+            name: entry.derive for name, entry in self.columns.items() if isinstance(entry, DerivedColumn)
+        }
 
     def output_targets(self) -> dict[str | None, str]:
         """Column set name (None for the whole table) -> target table name, one entry per output."""
@@ -766,6 +851,9 @@ def _validate_table(index: int, raw: Any, defaults: TableDefaults | None, report
             report((*loc_prefix, *err["loc"]), _message(err), label)
     if not isinstance(raw, Mapping):
         return None
+    for column, problem in table.derive_problems() if table is not None else []:
+        report((*loc_prefix, "columns", column, "derive"), problem, label)
+        table = None
     # engine_params are checked from the raw entry so their problems show even when other fields are broken.
     from syndiffix_ops.engines import ENGINES
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import sqlalchemy as sa
@@ -53,6 +53,9 @@ from syndiffix_ops.warehouse import (
 )
 from syndiffix_ops.warehouse.locations import overlaps
 from syndiffix_ops.where import WhereError, render_where
+
+if TYPE_CHECKING:
+    from syndiffix_core.derive import DerivedColumns
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +278,7 @@ def _run_parameters(effective: EffectiveTable) -> dict[str, Any]:
         "on_schema_change": effective.on_schema_change.value,
         "other_columns": effective.other_columns.value,
         "read_chunk_rows": effective.read_chunk_rows,
+        **({"derive": effective.table.derived_columns} if effective.table.derived_columns else {}),
     }
 
 
@@ -408,12 +412,24 @@ def _resolve_columns(
             problems.append(str(UnsupportedTypeError(source.qualified_name, column.name, column.type_sql)))
             continue
         synthesized.append(column.name)
-    if not problems and not synthesized:
+    for column, expression in table.derived_columns.items():
+        problems += _derive_input_problems(column, expression, synthesized)
+    if not problems and not set(synthesized) - set(table.derived_columns):
         problems.append("no column left to synthesize after applying the column policies")
     if problems:
         available = ", ".join(f"{c.name} {c.type_sql}" for c in source.columns)
         raise PipelineError(f"{label}: " + "; ".join(problems) + f" (source columns: {available})")
     return list(table.aid_columns), synthesized
+
+
+def _derive_input_problems(column: str, expression: str, synthesized: list[str]) -> list[str]:
+    from syndiffix_core.derive import parse_expression
+
+    return [
+        f"derive of column {column!r} uses {name!r}, which is not a synthesized column of the source"
+        for name in parse_expression(column, expression).references
+        if name not in synthesized
+    ]
 
 
 def _outputs(table: TableConfig, synthesized: list[str], label: str) -> list[_Output]:
@@ -551,8 +567,9 @@ def _synthesize_output(
     clock = time.perf_counter()
     notify("synthesize", 0.0)
     identity = source.qualified_name + (f"#{output.column_set}" if output.column_set else "")
+    derived = _derived_columns(table, frame[[*aids, *output.columns]], aids, label)
     result = engine.run(
-        frame[[*aids, *output.columns]],
+        frame[[*aids, *derived.synthesized]],
         aid_columns=aids,
         salt=salt,
         params=effective.engine_params,
@@ -561,9 +578,10 @@ def _synthesize_output(
         progress=lambda stage, fraction: notify(f"synthesize: {stage}", 0.5 * fraction),
     )
     synthetic = result.frame
-    if list(synthetic.columns) != output.columns:
+    if list(synthetic.columns) != derived.synthesized:
         raise PipelineError(
-            f"{label}: engine {engine.name} returned columns {list(synthetic.columns)}, expected {output.columns}"
+            f"{label}: engine {engine.name} returned columns {list(synthetic.columns)}, "
+            f"expected {derived.synthesized}"
         )
     if len(synthetic) < effective.min_rows:
         # The synthetic count is anonymized and is what the table would show; the source's is never told.
@@ -572,6 +590,7 @@ def _synthesize_output(
             f"nothing was written, {_qualified(config.target_schema, output.target)} and its lineage are as "
             "before. Check the where filter (few or no matching rows) or lower min_rows (0 allows an empty table)"
         )
+    synthetic = derived.complete(synthetic)
     timings["synthesize"] = time.perf_counter() - clock
 
     stage.name = "quality"
@@ -719,3 +738,14 @@ def html_report(
         run_id=run_id,
         source_table=source_table,
     )
+
+
+def _derived_columns(table: TableConfig, frame: pd.DataFrame, aids: list[str], label: str) -> DerivedColumns:
+    """The output's derive rules checked against the source's types, before anything is synthesized."""
+    from syndiffix_core.derive import DerivedColumns, DeriveError
+
+    rules = {c: e for c, e in table.derived_columns.items() if c in frame.columns}
+    try:
+        return DerivedColumns(rules, frame, aids)
+    except DeriveError as error:
+        raise PipelineError(f"{label}: {error}") from None

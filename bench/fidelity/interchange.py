@@ -17,8 +17,8 @@ def read_table(path: Path, kinds: dict[str, str]) -> pd.DataFrame:
             continue
         column = frame[name]
         if kind == "integer":
-            numbers = pd.to_numeric(column)
-            out[name] = numbers.astype("Int64") if numbers.isna().any() else numbers.round().astype("int64")
+            numbers = pd.to_numeric(column).round()
+            out[name] = numbers.astype("Int64") if numbers.isna().any() else numbers.astype("int64")
         elif kind == "real":
             out[name] = pd.to_numeric(column).astype("float64")
         elif kind == "boolean":

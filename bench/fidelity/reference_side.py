@@ -17,6 +17,8 @@ meta = json.loads((table_dir / "table.json").read_text())
 frame = read_table(table_dir / "in.csv", meta["kinds"])
 pids = frame[[meta["aid"]]] if meta["aid"] else None
 data = frame.drop(columns=[meta["aid"]]) if meta["aid"] else frame
+# 1.0.8 asserts plain integers: integer columns with nulls go in as reals (read back rounded to integers)
+data = data.astype({name: "float64" for name in data.columns if str(data[name].dtype) == "Int64"})
 start, start_cpu = time.perf_counter(), time.process_time()
 synthetic = Synthesizer(
     data, pids=pids, anonymization_params=AnonymizationParams(salt=salt.encode())

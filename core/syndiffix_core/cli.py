@@ -1,7 +1,7 @@
 """`syndiffix FILE.csv --columns name:x ...`: the reference SynDiffix command line over CSV files.
 
 Flags follow the reference implementation's README (single-dash short forms included), plus ``--salt``
-(or the ``SYNDIFFIX_SALT`` environment variable) and ``--ml-target``. The synthetic CSV goes to
+(or the ``SYNDIFFIX_SALT`` environment variable), ``--ml-target`` and ``--derive``. The synthetic CSV goes to
 ``--output`` or stdout; progress goes to stderr. Bad input (a column spec, a missing file, an unknown
 column, a value that does not parse as its declared type) is one line on stderr and exit status 2.
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from syndiffix_core.columns import ColumnKind
+from syndiffix_core.derive import DeriveError
 from syndiffix_core.errors import SyndiffixError
 from syndiffix_core.params import (
     AnonymizationParams,
@@ -149,6 +150,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--ml-target", metavar="NAME", help="ML target column: clusters from its best features (scikit-learn)"
     )
     parser.add_argument(
+        "--derive",
+        action="append",
+        default=[],
+        metavar="NAME=EXPRESSION",
+        help="compute column NAME from other synthetic columns instead of synthesizing it, with a "
+        "SQL-like expression, e.g. 'sched_dep_time=hour * 100 + minute' (repeatable)",
+    )
+    parser.add_argument(
         "--precision-limit-row-fraction",
         type=int,
         default=defaults_bucket.precision_limit_row_fraction,
@@ -162,6 +171,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="tree depth below which the row-fraction check is not applied (default: %(default)s)",
     )
     return parser
+
+
+def parse_derive_specs(specs: Sequence[str]) -> dict[str, str]:
+    rules: dict[str, str] = {}
+    for spec in specs:
+        name, separator, expression = spec.partition("=")
+        name = name.strip()
+        if not separator or not name or not expression.strip():
+            raise UsageError(
+                f"bad --derive {spec!r}: expected NAME=EXPRESSION, e.g. 'total=price * quantity'"
+            )
+        if name in rules:
+            raise UsageError(f"column {name!r} is derived twice in --derive")
+        rules[name] = expression
+    return rules
 
 
 def parse_column_specs(specs: Sequence[str]) -> dict[str, ColumnKind]:
@@ -322,6 +346,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     if not salt:
         raise UsageError(f"no salt: pass --salt or set {SALT_VARIABLE} (a secret kept the same across runs)")
     kinds = parse_column_specs(args.columns) if args.columns else None
+    derive = parse_derive_specs(args.derive)
     anonymization, bucketization, clustering = parameters(args)
     table = read_table(Path(args.file), kinds, args.aidcolumns)
     for name in [args.clustering_maincolumn, args.ml_target, *(args.clustering_mainfeatures or [])]:
@@ -354,7 +379,10 @@ def run(argv: Sequence[str] | None = None) -> int:
             target_column=args.ml_target,
             column_kinds={name: kind for name, kind in (kinds or {}).items()},
             progress=progress,
+            derive=derive,
         )
+    except DeriveError as error:
+        raise UsageError(f"{args.file}: {error}") from None
     finally:
         progress.finish()
         engine_log.removeHandler(log_handler)
