@@ -42,6 +42,7 @@ from syndiffix_ops.lineage import (
 from syndiffix_ops.provenance import code_version, new_run_id, safe_error_message
 from syndiffix_ops.risk import RunRisk, column_sets
 from syndiffix_ops.warehouse import (
+    IdentifierError,
     SourceTable,
     TargetColumn,
     UnsupportedTypeError,
@@ -52,6 +53,7 @@ from syndiffix_ops.warehouse import (
     write_table,
 )
 from syndiffix_ops.warehouse.locations import overlaps
+from syndiffix_ops.warehouse.target_checks import TargetCheckError, check_target
 from syndiffix_ops.where import WhereError, render_where
 
 if TYPE_CHECKING:
@@ -175,6 +177,7 @@ def run_table(
         read_names = list(dict.fromkeys(c for o in outputs for c in o.columns))
         if config.risk.enabled:  # quasi-identifiers naming unread columns fail before data moves
             column_sets(read_names, table_config.risk.quasi_identifiers, table=table_config.display_name)
+        _check_target(target_engine, config.target_schema, source_table, outputs, label)
         _check_drift(target_engine, config.target_schema, source_table, outputs, effective, label)
         if effective.max_rows is not None:
             check_row_limit(source_engine, source_table, table_config.where, effective.max_rows)
@@ -448,6 +451,16 @@ def _outputs(table: TableConfig, synthesized: list[str], label: str) -> list[_Ou
     return outputs
 
 
+def _check_target(
+    target: sa.Engine, schema: str | None, source: SourceTable, outputs: Sequence[_Output], label: str
+) -> None:
+    planned = [(output.target, _target_columns(source, output.columns)) for output in outputs]
+    try:
+        check_target(target, schema, planned, source.dialect)
+    except (TargetCheckError, IdentifierError) as error:
+        raise PipelineError(f"{label}: {error}") from None
+
+
 def _check_drift(
     target: sa.Engine,
     schema: str | None,
@@ -528,7 +541,9 @@ def _result(
             if c.name in output.columns or c.name in aids
         ],
         output_columns=[
-            ColumnInfo(c.name, target_type_sql(c, source.dialect, target.dialect), c.kind.value)
+            ColumnInfo(
+                c.name, target_type_sql(c, source.dialect, target.dialect, config.target_schema), c.kind.value
+            )
             for c in outputs
         ],
         engine=effective.engine,
@@ -616,7 +631,7 @@ def _synthesize_output(
         {
             "name": c.name,
             "source_type": source.column(c.name).type_sql,
-            "target_type": target_type_sql(c, source.dialect, target.dialect),
+            "target_type": target_type_sql(c, source.dialect, target.dialect, config.target_schema),
             "kind": c.kind.value,
         }
         for c in columns

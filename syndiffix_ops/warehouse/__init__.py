@@ -1,5 +1,6 @@
 """Warehouse I/O: reflect source tables, read them in chunks, write synthetic tables atomically."""
 
+from syndiffix_ops.warehouse.identifiers import IdentifierError
 from syndiffix_ops.warehouse.read import (
     RowLimitExceeded,
     SourceColumn,
@@ -20,6 +21,7 @@ from syndiffix_ops.warehouse.write import TargetColumn, TargetSchemaError, targe
 
 __all__ = [
     "ColumnValueError",
+    "IdentifierError",
     "RowLimitExceeded",
     "SourceColumn",
     "SourceTable",

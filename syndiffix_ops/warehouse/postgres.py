@@ -29,6 +29,7 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
+from syndiffix_ops.warehouse.identifiers import plain_table_name, quote_plain
 from syndiffix_ops.warehouse.types import ColumnValueError, ValueKind, to_python
 
 NULL = "\\N"
@@ -291,9 +292,9 @@ _PARSERS = {
 
 def copy_in(conn: sa.Connection, table: sa.Table, frame: pd.DataFrame, kinds: Sequence[ValueKind]) -> None:
     """`COPY table FROM STDIN` of the frame's columns (in the table's column order), chunk by chunk."""
-    preparer = conn.dialect.identifier_preparer
-    column_list = ", ".join(preparer.quote(c.name) for c in table.columns)
-    statement = f"COPY {preparer.format_table(table)} ({column_list}) FROM STDIN"
+    # COPY goes to the server without parameters: names are quoted without the preparer's `%` doubling.
+    column_list = ", ".join(quote_plain(c.name) for c in table.columns)
+    statement = f"COPY {plain_table_name(table.schema, table.name)} ({column_list}) FROM STDIN"
     driver = conn.connection.driver_connection
     driver_error = conn.dialect.loaded_dbapi.Error
     try:

@@ -70,6 +70,8 @@ def reflect_table(bind: sa.Engine | sa.Connection, schema: str | None, name: str
     except sa.exc.NoSuchTableError:
         raise SourceTableError(f"source table {qualified} does not exist") from None
     dialect = bind.dialect
+    if dialect.name in ("mysql", "mariadb"):
+        table = _with_mysql_column_names(bind, table, qualified)
     json_columns = (
         _mariadb_json_columns(bind, schema, name) if getattr(dialect, "is_mariadb", False) else set()
     )
@@ -84,6 +86,38 @@ def reflect_table(bind: sa.Engine | sa.Connection, schema: str | None, name: str
         for column in table.columns
     )
     return SourceTable(schema=schema, name=name, table=table, columns=columns, dialect=dialect.name)
+
+
+def _with_mysql_column_names(bind: sa.Engine | sa.Connection, table: sa.Table, qualified: str) -> sa.Table:
+    """The reflected table with the server's own column names.
+
+    SQLAlchemy reflects MySQL/MariaDB tables by parsing SHOW CREATE TABLE line by line: a backtick in a
+    name comes back doubled, and a column whose name holds a line break is skipped with a warning.
+    The names in information_schema are authoritative; a doubled backtick is undone, a skipped column
+    refused (its type cannot be read, and dropping it silently would lose it from the output).
+    """
+    statement = sa.text(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = COALESCE(:schema, DATABASE()) "
+        "AND table_name = :name ORDER BY ordinal_position"
+    )
+    with _connection(bind) as conn:
+        actual = list(conn.execute(statement, {"schema": table.schema, "name": table.name}).scalars())
+    reflected = {column.name: column for column in table.columns}
+    missing = [n for n in actual if n not in reflected and n.replace("`", "``") not in reflected]
+    if missing:
+        server = "MariaDB" if getattr(bind.dialect, "is_mariadb", False) else "MySQL"
+        raise SourceTableError(
+            f"source table {qualified}: column {missing[0]!r} cannot be reflected on {server} "
+            "(a name with a line break or similar); rename the column, or read the table through a view "
+            "that gives it a plain name"
+        )
+    if all(name in reflected for name in actual):
+        return table
+    columns = []
+    for name in actual:
+        column = reflected.get(name, reflected.get(name.replace("`", "``")))
+        columns.append(sa.Column(name, column.type, nullable=column.nullable))
+    return sa.Table(table.name, sa.MetaData(), *columns, schema=table.schema)
 
 
 def _mariadb_json_columns(bind: sa.Engine | sa.Connection, schema: str | None, name: str) -> set[str]:
@@ -258,6 +292,8 @@ def _chunks(
             for name, kind, values, text in zip(names, kinds, zip(*part, strict=True), as_text, strict=True):
                 try:
                     columns.append(_column_values(values, kind, name, text))
+                except ColumnValueError:
+                    raise  # already names the column and the value
                 except (ValueError, TypeError, OverflowError) as error:
                     raise ColumnValueError(
                         f"column {name!r}: a value cannot be read for synthesis ({error})"

@@ -4,13 +4,16 @@ Every source column gets a `ValueKind` from its reflected SQL type. The kind dec
 handed to the engine (contract §1 of the column codecs) and how synthetic values are turned back into
 Python values the driver writes into a column of the *source's* declared type.
 
-NUMERIC/DECIMAL columns are read as float64: the engines compute in float64 anyway, and the database
-rounds the synthetic values back to the declared scale on write. Values beyond 2**53 therefore lose
-exactness, which only matters for identifiers stored as NUMERIC (give those an AID role or drop them).
+NUMERIC/DECIMAL columns are read as float64: the engines compute in float64 anyway. On write the
+synthetic values are rounded to the declared scale and kept within the declared precision (see
+`within_declared_numeric`): a float64 near NUMERIC(38, 10)'s maximum rounds *up* past it, and the
+database would refuse the whole table. Values beyond 2**53 lose exactness, which only matters for
+identifiers stored as NUMERIC (give those an AID role or drop them).
 """
 
 from __future__ import annotations
 
+import decimal
 import enum
 from collections.abc import Sequence
 from typing import Any
@@ -101,11 +104,7 @@ def to_series(values: Sequence[Any], kind: ValueKind, name: str) -> pd.Series:
     """Driver values of one column (None = null) -> a Series of a dtype the engine codecs accept."""
     has_null = any(v is None for v in values) if kind is not ValueKind.REAL else False
     if kind is ValueKind.INTEGER:
-        data = (
-            pd.array(values, dtype="Int64")
-            if has_null
-            else np.fromiter(values, dtype=np.int64, count=len(values))
-        )
+        data = _integers(values, name, has_null)
     elif kind is ValueKind.REAL:
         # numpy converts Decimal with float() and None to NaN, the codecs' null for reals.
         data = np.array(values, dtype=np.float64)
@@ -121,6 +120,31 @@ def to_series(values: Sequence[Any], kind: ValueKind, name: str) -> pd.Series:
         raise AssertionError(kind)
     series = pd.Series(data, name=name)
     return series.reset_index(drop=True)
+
+
+def _integers(
+    values: Sequence[Any], name: str, has_null: bool
+) -> np.ndarray | pd.api.extensions.ExtensionArray:
+    """An integer column's values, refusing anything else: SQLite stores 2.5 or 'x' in an INTEGER column
+    as it is, and a silent cast would turn 2.5 into 2."""
+    if has_null:
+        try:
+            return pd.array(values, dtype="Int64")
+        except (TypeError, ValueError, OverflowError):
+            pass
+    else:
+        array = np.asarray(values) if len(values) else np.empty(0, dtype=np.int64)
+        if array.dtype.kind in "ib" or (array.dtype.kind == "u" and (len(array) == 0 or array.max() < 2**63)):
+            return array.astype(np.int64, copy=False)
+    bad = next(v for v in values if v is not None and not _is_int64(v))
+    raise ColumnValueError(
+        f"column {name!r} is declared as an integer type but holds {bad!r}; convert or remove that value, "
+        "or read the column through a view that casts it to a real type"
+    )
+
+
+def _is_int64(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and -(2**63) <= value < 2**63
 
 
 def to_python(series: pd.Series, kind: ValueKind) -> list[Any]:
@@ -153,3 +177,49 @@ def to_python(series: pd.Series, kind: ValueKind) -> list[Any]:
             return series.tolist()
         return series.astype("boolean").to_numpy(dtype=object, na_value=None).tolist()
     return series.astype(object).where(series.notna(), None).tolist()
+
+
+def declared_numeric_bounds(
+    sql_type: sa.types.TypeEngine,
+) -> tuple[decimal.Decimal, decimal.Decimal, int] | None:
+    """(lowest, highest, scale) a NUMERIC(p, s)/DECIMAL(p, s) column holds, or None for other types and
+    for NUMERIC without a precision (unbounded)."""
+    if not isinstance(sql_type, sa.Numeric) or isinstance(sql_type, sa.Float) or not sql_type.precision:
+        return None
+    scale = sql_type.scale or 0
+    # built from digits: arithmetic in the default 28-digit context would round 38 nines up to 1E+28
+    digits = max(sql_type.precision - scale, 0)
+    highest = decimal.Decimal(("9" * digits or "0") + ("." + "9" * scale if scale else ""))
+    lowest = decimal.Decimal(0) if getattr(sql_type, "unsigned", False) else highest.copy_negate()
+    return lowest, highest, scale
+
+
+def within_declared_numeric(series: pd.Series, sql_type: sa.types.TypeEngine) -> pd.Series:
+    """Synthetic float64 values of a NUMERIC(p, s) column, rounded to s digits and clamped to what
+    NUMERIC(p, s) holds; a clamped value becomes the exact Decimal bound (a float cannot hold
+    9999999999999999999999999999.9999999999: it rounds to 1e28, which overflows the column)."""
+    bounds = declared_numeric_bounds(sql_type)
+    if bounds is None:
+        return series
+    lowest, highest, scale = bounds
+    values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    if scale <= 15:  # beyond 15 digits float64 has nothing left to round
+        values = np.round(values, scale)
+    above = values > _largest_float_within(highest)
+    below = values < -_largest_float_within(lowest.copy_abs()) if lowest < 0 else values < 0
+    if not (above.any() or below.any()):
+        return pd.Series(values, name=series.name)
+    exact = values.astype(object)
+    exact[np.isnan(values)] = None
+    exact[above] = highest
+    exact[below] = lowest
+    return pd.Series(exact, name=series.name, dtype=object)
+
+
+def _largest_float_within(bound: decimal.Decimal) -> float:
+    """The largest float64 whose shortest text (what the drivers send: 1e+28 for the float nearest
+    9999999999999999999999999999.9999999999) is not above the non-negative Decimal bound."""
+    nearest = float(bound)
+    while decimal.Decimal(repr(nearest)) > bound:
+        nearest = float(np.nextafter(nearest, -np.inf))
+    return nearest

@@ -15,7 +15,8 @@ MySQL/MariaDB commit every DDL statement implicitly, so the steps are separate a
   5. DROP TABLE `_sdx_old_<id>`.
 A failure before 3 drops the staging table; a failure in 4 renames the tables back (atomically again)
 before dropping the staging table. Only a crash of the process itself can leave `_sdx_stage_*` or
-`_sdx_old_*` tables behind.
+`_sdx_old_*` tables behind; their names carry a hash of the target's name, so the next replace of the
+same target finds and drops them (and logs a warning naming them) while it holds the target's lock.
 
 Writers of the same target table take turns (warehouse/locks.py): on PostgreSQL from the check for the
 previous table to the commit, on MySQL/MariaDB for the whole write, on SQLite by its write lock.
@@ -23,6 +24,7 @@ previous table to the commit, on MySQL/MariaDB for the whole write, on SQLite by
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,7 +35,15 @@ from sqlalchemy.dialects import postgresql
 
 from syndiffix_ops.errors import PermanentError
 from syndiffix_ops.warehouse import locks, postgres
-from syndiffix_ops.warehouse.types import ValueKind, to_python
+from syndiffix_ops.warehouse.identifiers import derived_name, target_tag
+from syndiffix_ops.warehouse.types import (
+    ValueKind,
+    declared_numeric_bounds,
+    to_python,
+    within_declared_numeric,
+)
+
+log = logging.getLogger(__name__)
 
 STAGING_PREFIX = "_sdx_stage_"
 OLD_PREFIX = "_sdx_old_"
@@ -52,19 +62,32 @@ class TargetColumn:
 
 
 def target_type(
-    sql_type: sa.types.TypeEngine, source_dialect: str, target_dialect: str
+    sql_type: sa.types.TypeEngine, source_dialect: str, target_dialect: str, schema: str | None = None
 ) -> sa.types.TypeEngine:
-    """The source's declared type, kept as is on the same dialect and made generic across dialects."""
-    if source_dialect == target_dialect:
-        return sql_type
-    try:
-        return sql_type.as_generic()
-    except NotImplementedError:
-        return sql_type
+    """The source's declared type, kept as is on the same dialect and made generic across dialects.
+
+    A PostgreSQL enum type moves to the target `schema` (None: the default schema): the synthetic table
+    must not depend on a type in the source's schema, which another database does not even have.
+    """
+    if source_dialect != target_dialect:
+        try:
+            generic = sql_type.as_generic()
+        except NotImplementedError:
+            return sql_type
+        if isinstance(generic, sa.Enum) and generic.name is None:
+            # a MySQL enum has no type name, which a PostgreSQL enum needs: keep the labels in a VARCHAR
+            return sa.Enum(*generic.enums, native_enum=False)
+        return generic
+    if isinstance(sql_type, postgresql.ENUM):
+        # created (if missing) before the table, not by it: see _create_enum_types
+        return postgresql.ENUM(*sql_type.enums, name=sql_type.name, schema=schema, create_type=False)
+    return sql_type
 
 
-def target_type_sql(column: TargetColumn, source_dialect: str, dialect: sa.Dialect) -> str:
-    return target_type(column.sql_type, source_dialect, dialect.name).compile(dialect=dialect)
+def target_type_sql(
+    column: TargetColumn, source_dialect: str, dialect: sa.Dialect, schema: str | None = None
+) -> str:
+    return target_type(column.sql_type, source_dialect, dialect.name, schema).compile(dialect=dialect)
 
 
 def _table(
@@ -74,27 +97,21 @@ def _table(
     return sa.Table(
         name,
         sa.MetaData(),
-        *(
-            sa.Column(c.name, _without_type_creation(target_type(c.sql_type, source_dialect, dialect.name)))
-            for c in columns
-        ),
+        *(sa.Column(c.name, target_type(c.sql_type, source_dialect, dialect.name, schema)) for c in columns),
         schema=schema,
     )
 
 
-def _without_type_creation(sql_type: sa.types.TypeEngine) -> sa.types.TypeEngine:
-    # PostgreSQL enum types are created (if missing) before the table, not by it: see _create_enum_types.
-    if isinstance(sql_type, postgresql.ENUM):
-        return postgresql.ENUM(*sql_type.enums, name=sql_type.name, schema=sql_type.schema, create_type=False)
-    return sql_type
+def target_enum_types(table: sa.Table) -> list[postgresql.ENUM]:
+    """The PostgreSQL enum types the table's columns use (each in the table's schema)."""
+    return [column.type for column in table.columns if isinstance(column.type, postgresql.ENUM)]
 
 
 def _create_enum_types(conn: sa.Connection, table: sa.Table) -> None:
-    for column in table.columns:
-        if isinstance(column.type, postgresql.ENUM):
-            postgresql.ENUM(*column.type.enums, name=column.type.name, schema=column.type.schema).create(
-                conn, checkfirst=True
-            )
+    for enum_type in target_enum_types(table):
+        postgresql.ENUM(*enum_type.enums, name=enum_type.name, schema=enum_type.schema).create(
+            conn, checkfirst=True
+        )
 
 
 def write_table(
@@ -119,7 +136,7 @@ def write_table(
 
 
 def _replace_transactional(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
-    staging_name = f"{STAGING_PREFIX}{uuid.uuid4().hex[:16]}"
+    staging_name = derived_name(STAGING_PREFIX, name, uuid.uuid4().hex[:16])
     staging = _table(staging_name, schema, columns, source_dialect, engine.dialect)
     with engine.connect() as conn:
         _begin(conn)
@@ -142,14 +159,15 @@ def _replace_transactional(engine, schema, name, columns, frame, source_dialect,
 
 def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
     run = uuid.uuid4().hex[:16]
-    staging = _table(f"{STAGING_PREFIX}{run}", schema, columns, source_dialect, engine.dialect)
-    old = sa.Table(f"{OLD_PREFIX}{run}", sa.MetaData(), schema=schema)
+    staging = _table(derived_name(STAGING_PREFIX, name, run), schema, columns, source_dialect, engine.dialect)
+    old = sa.Table(derived_name(OLD_PREFIX, name, run), sa.MetaData(), schema=schema)
     target = sa.Table(name, sa.MetaData(), schema=schema)
     with (
         engine.connect() as conn,
         locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
     ):
         fmt = lambda table: _format_table(conn, table)  # noqa: E731
+        drop_leftovers(conn, schema, name)
         try:
             staging.create(conn)
             conn.commit()
@@ -185,6 +203,30 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
         conn.commit()
 
 
+def leftover_tables(conn: sa.Connection, schema: str | None, name: str) -> list[str]:
+    """Staging and previous tables that interrupted replaces of `name` left in `schema`."""
+    tag = target_tag(name)
+    prefixes = (f"{STAGING_PREFIX}{tag}_", f"{OLD_PREFIX}{tag}_")
+    return sorted(t for t in sa.inspect(conn).get_table_names(schema=schema) if t.startswith(prefixes))
+
+
+def drop_leftovers(conn: sa.Connection, schema: str | None, name: str) -> list[str]:
+    """Drop what interrupted replaces of `name` left behind, saying so; the caller holds the target lock."""
+    leftovers = leftover_tables(conn, schema, name)
+    for leftover in leftovers:
+        sa.Table(leftover, sa.MetaData(), schema=schema).drop(conn, checkfirst=True)
+    conn.commit()
+    if leftovers:
+        where = f"{schema}." if schema else ""
+        log.warning(
+            "target table %s%s: dropped %s, left by an earlier run that was interrupted mid-replace",
+            where,
+            name,
+            ", ".join(where + leftover for leftover in leftovers),
+        )
+    return leftovers
+
+
 def _append(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
     with (
         engine.connect() as conn,
@@ -212,11 +254,12 @@ def _append(engine, schema, name, columns, frame, source_dialect, before_commit)
 def _check_append_target(
     conn: sa.Connection, table: sa.Table, columns: Sequence[TargetColumn], source_dialect
 ):
-    expected = [(c.name, target_type_sql(c, source_dialect, conn.dialect)) for c in columns]
+    expected = [(c.name, target_type_sql(c, source_dialect, conn.dialect, table.schema)) for c in columns]
     actual = [(c.name, c.type.compile(dialect=conn.dialect)) for c in table.columns]
     # Compared through the generic types: MySQL reflects SMALLINT as SMALLINT(6), which is the same column.
     expected_generic = [
-        (c.name, _generic(target_type(c.sql_type, source_dialect, conn.dialect.name))) for c in columns
+        (c.name, _generic(target_type(c.sql_type, source_dialect, conn.dialect.name, table.schema)))
+        for c in columns
     ]
     if expected_generic != [(c.name, _generic(c.type)) for c in table.columns]:
         raise TargetSchemaError(
@@ -245,11 +288,24 @@ def _format_table(conn: sa.Connection, table: sa.Table) -> str:
     return conn.dialect.identifier_preparer.format_table(table)
 
 
+def _within_declared_types(
+    frame: pd.DataFrame, columns: Sequence[TargetColumn], table: sa.Table
+) -> pd.DataFrame:
+    """NUMERIC(p, s) columns rounded to s digits and clamped to p digits (see types.within_declared_numeric)."""
+    numeric = {
+        c.name: within_declared_numeric(frame[c.name], column.type)
+        for c, column in zip(columns, table.columns, strict=True)
+        if c.kind is ValueKind.REAL and declared_numeric_bounds(column.type) is not None
+    }
+    return frame.assign(**numeric) if numeric else frame
+
+
 def _insert(
     conn: sa.Connection, table: sa.Table, columns: Sequence[TargetColumn], frame: pd.DataFrame
 ) -> None:
     if len(frame) == 0:
         return
+    frame = _within_declared_types(frame, columns, table)
     kinds = [c.kind for c in columns]
     if postgres.is_psycopg(conn):
         postgres.copy_in(conn, table, frame[[c.name for c in columns]], kinds)
