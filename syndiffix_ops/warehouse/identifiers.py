@@ -15,11 +15,13 @@ from collections.abc import Iterable
 
 import sqlalchemy as sa
 
+from syndiffix_ops.errors import PermanentError
+
 # (limit, unit) per dialect; SQLite has no limit.
 _LIMITS = {"postgresql": (63, "bytes"), "mysql": (64, "characters"), "mariadb": (64, "characters")}
 
 
-class IdentifierError(ValueError):
+class IdentifierError(PermanentError, ValueError):
     """A name the target database cannot hold as given; the message names it, the limit and the fix."""
 
 

@@ -12,11 +12,12 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from syndiffix_ops.errors import PermanentError
 from syndiffix_ops.warehouse.identifiers import check_identifiers
 from syndiffix_ops.warehouse.write import TargetColumn, target_type
 
 
-class TargetCheckError(ValueError):
+class TargetCheckError(PermanentError, ValueError):
     """The target cannot take an output as configured; the message names what and how to fix it."""
 
 

@@ -36,13 +36,16 @@ def table_rows(engine: sa.Engine, schema: str | None, name: str) -> list[tuple]:
         return sorted((tuple(r) for r in conn.execute(sa.select(table))), key=repr)
 
 
-def lineage_rows(engine: sa.Engine, schema: str | None) -> list[dict]:
+def lineage_rows(engine: sa.Engine, schema: str | None, status: str | None = "success") -> list[dict]:
+    """Lineage rows oldest first: those of successful runs, or of every run with status=None."""
     if not sa.inspect(engine).has_table(LINEAGE_TABLE, schema=schema):
         return []
     table = lineage_table(schema)
+    statement = sa.select(table).order_by(table.c.finished_at, table.c.lineage_id)
+    if status is not None:
+        statement = statement.where(table.c.status == status)
     with engine.connect() as conn:
-        rows = conn.execute(sa.select(table).order_by(table.c.finished_at, table.c.lineage_id)).mappings()
-        return [dict(r) for r in rows]
+        return [dict(r) for r in conn.execute(statement).mappings()]
 
 
 def leftovers(engine: sa.Engine, schema: str | None) -> list[str]:
