@@ -1,4 +1,4 @@
-"""The `syndiffix-ops` command line: run, validate, risk and demo (see docs/cli.md, docs/risk.md).
+"""The `syndiffix-ops` command line: run, validate, report, risk and demo (see docs/cli.md, docs/risk.md).
 
 Exit codes, for scripts:
   0  every table succeeded (or the config is valid)
@@ -315,8 +315,11 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
         ("rows", "right", None),
         ("status", "left", None),
         ("s", "right", None),
+        ("score", "right", None),
+        ("sample", "right", None),
         ("TVD 1d", "right", None),
         ("TVD 2d", "right", None),
+        ("needs attention", "left", None),
     ]:
         # names stay whole up to 30 characters and wrap beyond: a reader needs them to find the table
         table.add_column(
@@ -324,9 +327,21 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
         )
     for outcome in outcomes:
         if outcome.error:
-            table.add_row(escape(outcome.name), "", "", "[red]failed[/red]", f"{outcome.seconds:.1f}", "", "")
+            table.add_row(
+                escape(outcome.name),
+                "",
+                "",
+                "[red]failed[/red]",
+                f"{outcome.seconds:.1f}",
+                "",
+                "",
+                "",
+                "",
+                "",
+            )
         for result in outcome.results:
             metrics = result.metrics or {}
+            scores = metrics.get("scores") or {}
             table.add_row(
                 escape(outcome.name),
                 escape(result.target_table),
@@ -335,10 +350,15 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
                 if result.status == "success"
                 else escape(result.status.replace("_", " ")),
                 f"{sum(result.timings.values()) or outcome.seconds:.1f}",
+                _metric(scores.get("overall"), 1),
+                _metric(scores.get("sample"), 1),
                 _metric(metrics.get("tvd_1dim_mean")),
                 _metric(metrics.get("tvd_2dim_mean")),
+                _attention(metrics),
             )
     console.print(table)
+    if any(result.metrics for outcome in outcomes for result in outcome.results):
+        console.print(SUMMARY_LEGEND, highlight=False, soft_wrap=True)
     for outcome in outcomes:
         if outcome.error:
             error_console.print(f"[red]error:[/red] {escape(outcome.error)}", highlight=False, soft_wrap=True)
@@ -346,21 +366,82 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
 
 def print_report_location(report_dir: Path | None, outcomes: Sequence[TableOutcome]) -> Path | None:
     """Write the index of all reports in `report_dir` and say where it is; None if no report was written."""
-    if report_dir is None or not any(r.report_path for o in outcomes for r in o.results):
+    if report_dir is None or not any(Path(report_dir).glob("*/*.metrics.json")):
         return None
-    from syndiffix_ops.report import write_report_index
+    from syndiffix_ops.report_index import write_report_index
 
     index = write_report_index(report_dir)
     console.print(f"Quality reports: [bold]{escape(str(index))}[/bold]")
     return index
 
 
-def _metric(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+SUMMARY_LEGEND = (
+    "score: fidelity 0-100, 100 x (1 - mean TVD) over columns and column pairs (and ML efficacy with a "
+    "target); sample: the same score for a random sample of source rows of the same size, the best a copy "
+    "can reach. TVD 1d / 2d: mean total variation distance of each column's / column pair's binned shares, "
+    "0 = same distribution, 1 = disjoint. needs attention: columns and pairs beyond the config's quality: "
+    "thresholds (the report says why)."
+)
+
+
+def _metric(value: float | None, decimals: int = 3) -> str:
+    return "–" if value is None else f"{value:.{decimals}f}"
+
+
+def _attention(metrics: dict[str, Any]) -> str:
+    flags = metrics.get("attention") or {"columns": [], "pairs": []}
+    names = [flag["column"] for flag in flags["columns"]] + [
+        "+".join(flag["columns"]) for flag in flags["pairs"]
+    ]
+    if not names:
+        return "[green]–[/green]" if "attention" in metrics else ""
+    shown = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+    return f"[yellow]{escape(shown)}[/yellow]"
 
 
 def _qualified(schema: str | None, name: str) -> str:
     return f"{schema}.{name}" if schema else name
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--report-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Folder of the reports and the index (default: the config's report_dir).",
+)
+@verbose_option
+def report(config_path: Path, report_dir: Path | None, verbose: bool) -> None:
+    """Rebuild the report index of CONFIG from its lineage table: every run of every table, failed ones too.
+
+    Reads the target database's lineage (scores, flags and risk are stored there) and writes
+    REPORT_DIR/index.html, linking each run's report where the folder still holds it. See docs/report.md.
+    """
+    _configure_logging(verbose)
+    with handle_errors(verbose):
+        import sqlalchemy as sa
+
+        from syndiffix_ops.lineage import lineage_history
+        from syndiffix_ops.report_index import payloads_from_lineage, write_report_index
+
+        config = load_config_or_fail(config_path)
+        directory = report_dir or config.report_dir
+        if directory is None:
+            raise UsageFailure(
+                f"{config_path}: no report folder: set report_dir in the config or pass --report-dir"
+            )
+        engine = sa.create_engine(config.target_url())
+        try:
+            rows = lineage_history(engine, config.target_schema)
+        finally:
+            engine.dispose()
+        payloads = payloads_from_lineage(rows, config.target_schema, directory)
+        index = write_report_index(directory, payloads)
+        runs = len({payload["run_id"] for payload in payloads})
+        tables = len({payload["table"] for payload in payloads})
+        console.print(
+            f"Index of {runs} run(s) of {tables} table(s) from lineage: [bold]{escape(str(index))}[/bold]"
+        )
 
 
 @main.command()

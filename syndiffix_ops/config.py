@@ -168,6 +168,29 @@ class TableRiskConfig(_Strict):
         return combinations
 
 
+class QualityConfig(_Strict):
+    """The top-level `quality:` block: when a column or pair needs attention, and the optional quality gate
+    (docs/report.md). Defaults mirror syndiffix_ops.verdict.QualityThresholds."""
+
+    column_tvd: float = Field(default=0.05, gt=0, le=1, description="flag a column above this 1-dim TVD")
+    pair_tvd: float = Field(default=0.15, gt=0, le=1, description="flag a pair above this 2-dim TVD")
+    correlation_diff: float = Field(
+        default=0.3, gt=0, le=2, description="flag a pair whose correlation moved more"
+    )
+    bin_share_ratio: float = Field(
+        default=2.0, gt=1, description="flag a bin or tail whose share changed by more than this factor"
+    )
+    min_bin_share: float = Field(
+        default=0.05, gt=0, le=1, description="bins below this source share are not checked"
+    )
+    fail_below_score: float | None = Field(
+        default=None, ge=0, le=100, description="a table scoring below is not written and the run fails"
+    )
+    fail_on_attention: bool = Field(
+        default=False, description="a table with a flagged column or pair is not written and the run fails"
+    )
+
+
 class RiskConfig(_Strict):
     """The top-level `risk:` block: KHLL sketch parameters and report thresholds (docs/risk.md)."""
 
@@ -489,6 +512,7 @@ class PipelineConfig(_Strict):
         default=ConstraintsPolicy.NONE,
         description="copy: recreate the keys and NOT NULL on linked target tables",
     )
+    quality: QualityConfig = Field(default_factory=QualityConfig)
     tables: list[TableConfig] = Field(min_length=1)
     config_path: Path | None = Field(default=None, exclude=True, description="set by load_config")
 

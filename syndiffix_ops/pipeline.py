@@ -77,6 +77,10 @@ class TooFewRowsError(PipelineError):
     """The synthetic output has fewer rows than min_rows; nothing was written."""
 
 
+class QualityGateError(PipelineError):
+    """The synthetic copy fails the config's quality gate (quality.fail_below_score / fail_on_attention)."""
+
+
 class SchemaDriftError(PipelineError):
     """The source schema changed since the last successful run and on_schema_change is fail."""
 
@@ -610,7 +614,12 @@ def _synthesize_output(
 
     stage.name = "quality"
     clock = time.perf_counter()
-    metrics = quality_metrics(frame[output.columns], synthetic)
+    metrics = quality_metrics(
+        frame[output.columns],
+        synthetic,
+        config.quality,
+        target_column=getattr(effective.engine_params, "target_column", None),
+    )
     if metrics is not None and "evaluation" in result.metadata:
         # engines that evaluate themselves (dp_marginals: the showcase's k-tuple metrics) add a section
         metrics[f"{engine.name}_evaluation"] = result.metadata["evaluation"]
@@ -623,6 +632,31 @@ def _synthesize_output(
         risk_metrics, risk_section = run_risk.for_output(synthetic, output.columns)
         risk_sections.append(risk_section)
         timings["risk"] = source_risk_seconds + time.perf_counter() - clock
+
+    def write_report() -> Path | None:
+        if report_dir is None:
+            return None
+        stage.name = "report"
+        clock = time.perf_counter()
+        path = html_report(
+            Path(report_dir),
+            _qualified(config.target_schema, output.target),
+            frame[output.columns],
+            synthetic,
+            metrics,
+            sections=risk_sections,
+            run_id=run_id,
+            source_table=source.qualified_name,
+            risk=risk_metrics,
+        )
+        timings["report"] = time.perf_counter() - clock
+        return path
+
+    gate = quality_gate(metrics, config.quality)
+    if gate is not None:
+        write_report()  # the reviewer sees why the copy was not written
+        stage.name = "quality"
+        raise QualityGateError(f"{label}: {gate}; nothing written, the previous copy is kept")
 
     clock = time.perf_counter()
     notify("write", 0.5)
@@ -687,22 +721,7 @@ def _synthesize_output(
         _qualified(config.target_schema, output.target),
     )
 
-    report_path = None
-    if report_dir is not None:
-        stage.name = "report"
-        clock = time.perf_counter()
-        report_path = html_report(
-            Path(report_dir),
-            _qualified(config.target_schema, output.target),
-            frame[output.columns],
-            synthetic,
-            metrics,
-            sections=risk_sections,
-            run_id=run_id,
-            source_table=source.qualified_name,
-        )
-        timings["report"] = time.perf_counter() - clock
-
+    report_path = write_report()
     return _result(
         config,
         table,
@@ -722,11 +741,30 @@ def _synthesize_output(
     )
 
 
-def quality_metrics(original: pd.DataFrame, synthetic: pd.DataFrame) -> dict[str, Any]:
+def quality_metrics(
+    original: pd.DataFrame,
+    synthetic: pd.DataFrame,
+    quality: Any = None,
+    *,
+    target_column: str | None = None,
+) -> dict[str, Any]:
+    """The report's metrics, scores and flags; `quality` is the config's `quality:` block (default: its
+    defaults) and `target_column` an ML target whose prediction is scored too."""
     # Imported here: the report pulls in matplotlib, which a config validation or a DAG parse never needs.
     from syndiffix_ops.report import compute_quality
+    from syndiffix_ops.verdict import QualityThresholds
 
-    return compute_quality(original, synthetic)
+    thresholds = QualityThresholds.from_config(quality) if quality is not None else None
+    return compute_quality(original, synthetic, thresholds=thresholds, target_column=target_column)
+
+
+def quality_gate(metrics: dict[str, Any] | None, quality: Any) -> str | None:
+    """Why the output fails the config's quality gate, or None (the gate is off by default)."""
+    from syndiffix_ops.verdict import QualityThresholds, verdict
+
+    if metrics is None:
+        return None
+    return verdict(metrics["scores"], metrics["attention"], QualityThresholds.from_config(quality))
 
 
 def html_report(
@@ -739,6 +777,7 @@ def html_report(
     *,
     run_id: str,
     source_table: str | None = None,
+    risk: dict[str, Any] | None = None,
 ) -> Path:
     from syndiffix_ops.report import write_html_report
 
@@ -752,6 +791,7 @@ def html_report(
         sections=sections,
         run_id=run_id,
         source_table=source_table,
+        risk=risk,
     )
 
 

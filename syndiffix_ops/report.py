@@ -36,6 +36,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from syndiffix_ops.verdict import (
+    QualityThresholds,
+    attention,
+    fidelity_scores,
+    independence_tvd,
+    joint_shares,
+    sample_rows,
+)
+
 DEFAULT_BINS = 10
 DEFAULT_RARE_THRESHOLD = 10
 DEFAULT_MAX_CATEGORIES = 20
@@ -49,6 +58,8 @@ _SHARE_DECIMALS = 3
 _METRIC_DECIMALS = 4
 _RATIO_DECIMALS = 2
 _OTHER_LABEL = "other (rare)"
+# A tail share needs this many source rows beyond the quantile to say more than noise.
+_MIN_TAIL_ROWS = 100
 _NULL_LABEL = "null"
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 
@@ -78,9 +89,16 @@ def compute_quality(
     rare_threshold: int = DEFAULT_RARE_THRESHOLD,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
     min_correlation_rows: int = DEFAULT_MIN_CORRELATION_ROWS,
+    thresholds: QualityThresholds | None = None,
+    target_column: str | None = None,
 ) -> dict[str, Any]:
     """Compare `synthetic` with `original` on the columns both hold (AID columns, absent from the synthetic
-    output, are left out). Returns a JSON-able dict; distances are None where a side has no rows."""
+    output, are left out). Returns a JSON-able dict; distances are None where a side has no rows.
+
+    Besides the distances: `scores` (0-100, with the sample and independence references of
+    syndiffix_ops.verdict) and `attention`, the columns and pairs beyond `thresholds`; with a
+    `target_column`, the scores include ML efficacy (syndiffix_ops.ml_efficacy)."""
+    thresholds = thresholds or QualityThresholds()
     if bins < 1 or rare_threshold < 1 or max_categories < 1:
         raise ValueError("bins, rare_threshold and max_categories must be at least 1")
     shared = [name for name in synthetic.columns if name in original.columns]
@@ -89,6 +107,7 @@ def compute_quality(
         for name in shared
     ]
     comparable = len(original) > 0 and len(synthetic) > 0
+    sample = sample_rows(len(original), len(synthetic))
 
     column_details: dict[str, Any] = {}
     tvd_1dim = []
@@ -96,14 +115,19 @@ def compute_quality(
         original_share = column.shares(column.original_codes)
         synthetic_share = column.shares(column.synthetic_codes)
         tvd = _tvd(original_share, synthetic_share) if comparable else None
+        sample_tvd = (
+            _tvd(original_share, column.shares(column.original_codes[sample])) if comparable else None
+        )
         if tvd is not None:
             tvd_1dim.append(tvd)
         column_details[column.name] = {
             "kind": column.kind,
             "tvd": _round(tvd, _METRIC_DECIMALS),
+            "sample_tvd": _round(sample_tvd, _METRIC_DECIMALS),
             "bins": column.labels,
             "original_share": [_round(share, _SHARE_DECIMALS) for share in original_share],
             "synthetic_share": [_round(share, _SHARE_DECIMALS) for share in synthetic_share],
+            "tails": _tails(column) if comparable else [],
         }
 
     correlation = _correlations(binned, max(min_correlation_rows, rare_threshold, 2))
@@ -113,6 +137,14 @@ def compute_quality(
     for i, j in zip(*np.triu_indices(len(binned), k=1), strict=True):
         first, second = binned[i], binned[j]
         tvd = _pair_tvd(first, second) if comparable else None
+        sample_tvd = _pair_tvd(first, second, sample) if comparable else None
+        independent_tvd = (
+            independence_tvd(
+                first.original_codes, len(first.labels), second.original_codes, len(second.labels)
+            )
+            if comparable
+            else None
+        )
         corr_diff = correlation.abs_diff(first.name, second.name)
         if tvd is not None:
             tvd_2dim.append(tvd)
@@ -122,11 +154,13 @@ def compute_quality(
             {
                 "columns": [first.name, second.name],
                 "tvd": _round(tvd, _METRIC_DECIMALS),
+                "sample_tvd": _round(sample_tvd, _METRIC_DECIMALS),
+                "independent_tvd": _round(independent_tvd, _METRIC_DECIMALS),
                 "corr_abs_diff": _round(corr_diff, _METRIC_DECIMALS),
             }
         )
 
-    return {
+    metrics = {
         "schema_version": METRICS_SCHEMA_VERSION,
         "synthetic_rows": len(synthetic),
         "row_ratio": _round(len(synthetic) / len(original), _RATIO_DECIMALS) if len(original) else None,
@@ -151,6 +185,15 @@ def compute_quality(
             "min_correlation_rows": min_correlation_rows,
         },
     }
+    efficacy = None
+    if target_column is not None and comparable:
+        from syndiffix_ops.ml_efficacy import ml_efficacy
+
+        efficacy = ml_efficacy(original, synthetic, target_column)
+    metrics["scores"] = fidelity_scores(metrics, ml_efficacy=efficacy)
+    metrics["attention"] = attention(metrics, thresholds)
+    metrics["thresholds"] = thresholds.as_dict()
+    return metrics
 
 
 @dataclass
@@ -172,12 +215,48 @@ def _tvd(first: np.ndarray, second: np.ndarray) -> float:
     return float(0.5 * np.abs(first - second).sum())
 
 
-def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn) -> float:
-    width = len(second.labels)
-    cells = len(first.labels) * width
-    original = np.bincount(first.original_codes * width + second.original_codes, minlength=cells)
-    synthetic = np.bincount(first.synthetic_codes * width + second.synthetic_codes, minlength=cells)
-    return _tvd(original / original.sum(), synthetic / synthetic.sum())
+def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn, sample: np.ndarray | None = None) -> float:
+    """2-dim TVD of the source pair and the synthetic one, or (given `sample`) the source rows sampled."""
+    widths = len(first.labels), len(second.labels)
+    original = joint_shares(first.original_codes, widths[0], second.original_codes, widths[1])
+    if sample is None:
+        other = joint_shares(first.synthetic_codes, widths[0], second.synthetic_codes, widths[1])
+    else:
+        other = joint_shares(
+            first.original_codes[sample], widths[0], second.original_codes[sample], widths[1]
+        )
+    return _tvd(original, other)
+
+
+def _tails(column: _BinnedColumn) -> list[dict[str, Any]]:
+    """Shares of both tables beyond the source's outer quantiles (1 % and 5 % each side): a tail lost in
+    synthesis shows here even when it hides inside an outer decile bin. A tail is left out when fewer
+    than _MIN_TAIL_ROWS source rows are in it: its share would be mostly noise (and near single rows)."""
+    if column.original_values is None or column.kind == BOOLEAN:
+        return []
+    source = column.original_values[~np.isnan(column.original_values)]
+    synthetic = column.synthetic_values[~np.isnan(column.synthetic_values)]
+    if source.size == 0 or synthetic.size == 0:
+        return []
+    step = _rounding_step(source, column.kind)
+    tails = []
+    for side, quantile in (("low", 0.01), ("low", 0.05), ("high", 0.95), ("high", 0.99)):
+        edge = float(np.round(np.quantile(source, quantile) / step) * step)
+        sign = -1.0 if side == "low" else 1.0  # beyond the edge: sign * (value - edge) > 0
+        source_rows = int((sign * (source - edge) > 0).sum())
+        if source_rows < _MIN_TAIL_ROWS:
+            continue
+        label = f"{'<' if side == 'low' else '>'} {_format_edge(edge, column.kind, step)}"
+        tails.append(
+            {
+                "side": side,
+                "quantile": quantile,
+                "label": label,
+                "original_share": _round(source_rows / source.size, _SHARE_DECIMALS),
+                "synthetic_share": _round(float((sign * (synthetic - edge) > 0).mean()), _SHARE_DECIMALS),
+            }
+        )
+    return tails
 
 
 def _report_kind(series: pd.Series) -> str:
@@ -479,9 +558,11 @@ def write_html_report(
     sections: Iterable[ReportSection | tuple[str, str]] = (),
     run_id: str | None = None,
     source_table: str | None = None,
+    risk: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write `<table>/<run id>.html` (plots embedded) and `<table>/<run id>.metrics.json` into `directory`
-    (see `report_relative_path`; a new run id when none is given); return the HTML path.
+    (see `report_relative_path`; a new run id when none is given); return the HTML path. `risk` (the
+    coarse record of syndiffix_ops.risk) goes into the metrics file for the index's history.
 
     The report is drawn from `metrics` only (shares of privacy-safe bins), never from raw rows, so it shows
     no row of either frame; the frames are only needed when `metrics` is None, to compute them.
@@ -505,6 +586,7 @@ def write_html_report(
         "run_id": run_id,
         "generated_at": generated_at,
         "metrics": metrics,
+        "risk": risk,
     }
     metrics_path.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
 
@@ -512,6 +594,7 @@ def write_html_report(
         section if isinstance(section, ReportSection) else ReportSection(*section) for section in sections
     ]
     body = [
+        verdict_section(metrics),
         _summary_section(metrics),
         _privacy_section(metrics),
         _columns_section(metrics),
@@ -524,76 +607,16 @@ def write_html_report(
         ),
         *extra,
     ]
-    page = _PAGE.format(
+    page = PAGE.format(
         title=html.escape(f"Synthetic data quality: {table_name}"),
         table=html.escape(table_name),
         generated_at=html.escape(f"{generated_at} (run {run_id})"),
         metrics_file=html.escape(metrics_path.name),
-        style=_STYLE,
-        body="\n".join(_render_section(section) for section in body),
+        style=STYLE,
+        body="\n".join(render_section(section) for section in body),
     )
     html_path.write_text(page, encoding="utf-8")
     return html_path
-
-
-def read_report_payloads(directory: str | Path) -> list[dict[str, Any]]:
-    """The metrics files of every report in `directory` (`<table>/<run id>.metrics.json`), each with
-    `report` set to its HTML file relative to `directory`, oldest first."""
-    directory = Path(directory) if isinstance(directory, str) else directory
-    payloads = []
-    for metrics_path in directory.glob("*/*.metrics.json"):
-        payload = json.loads(metrics_path.read_text(encoding="utf-8"))
-        html_name = metrics_path.name.removesuffix(".metrics.json") + ".html"
-        payload["report"] = f"{metrics_path.parent.name}/{html_name}"
-        payloads.append(payload)
-    payloads.sort(key=lambda p: (str(p.get("generated_at", "")), str(p.get("run_id", ""))))
-    return payloads
-
-
-def write_report_index(directory: str | Path, payloads: Sequence[Mapping[str, Any]] | None = None) -> Path:
-    """Write `index.html` in `directory`: per table its runs, newest first, with headline metrics and a
-    link to each run's report. `payloads` default to the metrics files found in `directory`."""
-    directory = Path(directory) if isinstance(directory, str) else directory
-    payloads = read_report_payloads(directory) if payloads is None else payloads
-    by_table: dict[str, list[Mapping[str, Any]]] = {}
-    for payload in payloads:
-        by_table.setdefault(str(payload.get("table")), []).append(payload)
-    sections = [_history_section(table, runs) for table, runs in sorted(by_table.items())]
-    if not sections:
-        sections = [ReportSection("Reports", "<p>No reports yet.</p>")]
-    page = _PAGE.format(
-        title="Synthetic data quality reports",
-        table="all tables",
-        generated_at=html.escape(dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()),
-        metrics_file="&lt;table&gt;/&lt;run id&gt;.metrics.json",
-        style=_STYLE,
-        body="\n".join(_render_section(section) for section in sections) + _HOW_TO_READ,
-    )
-    directory.mkdir(parents=True, exist_ok=True)
-    index_path = directory / "index.html"
-    index_path.write_text(page, encoding="utf-8")
-    return index_path
-
-
-def _history_section(table: str, runs: Sequence[Mapping[str, Any]]) -> ReportSection:
-    rows = []
-    for payload in reversed(runs):
-        metrics = payload.get("metrics") or {}
-        report = payload.get("report")
-        run = html.escape(str(payload.get("run_id") or "–"))
-        link = f'<a href="{html.escape(report)}">{run}</a>' if report else run
-        rows.append(
-            "<tr>"
-            f"<td>{link}</td><td>{html.escape(str(payload.get('generated_at', '')))}</td>"
-            f"<td>{_fmt(metrics.get('tvd_1dim_mean'))}</td><td>{_fmt(metrics.get('tvd_2dim_mean'))}</td>"
-            f"<td>{_fmt(metrics.get('corr_abs_diff_mean'))}</td><td>{_fmt(metrics.get('row_ratio'), 2)}</td>"
-            "</tr>"
-        )
-    table_html = (
-        "<table><tr><th>run</th><th>generated (UTC)</th><th>mean 1-dim TVD</th><th>mean 2-dim TVD</th>"
-        "<th>mean |corr diff|</th><th>row ratio</th></tr>" + "".join(rows) + "</table>"
-    )
-    return ReportSection(table, table_html)
 
 
 def figure_to_img_tag(figure: Figure, alt: str, *, tight: bool = True) -> str:
@@ -606,24 +629,104 @@ def figure_to_img_tag(figure: Figure, alt: str, *, tight: bool = True) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
 
 
-def _render_section(section: ReportSection) -> str:
+def render_section(section: ReportSection) -> str:
     return f"<section><h2>{html.escape(section.title)}</h2>\n{section.html}\n</section>"
 
 
-def _fmt(value: Any, decimals: int = 3) -> str:
+def fmt_number(value: Any, decimals: int = 3) -> str:
     return "–" if value is None else f"{value:.{decimals}f}"
+
+
+SCALE_NOTE = (
+    "Scores are 0&ndash;100: 100 &times; (1 &minus; mean TVD) over the report's bins, i.e. the share of rows "
+    "that are in the right bin. <em>Sample of the source</em>: the same score for a random sample of source "
+    "rows as large as the synthetic table, the best a copy can do (it differs by sampling noise only, and "
+    "protects nobody). <em>Columns independent</em>: the pair-trends score of the source's own columns with "
+    "every relation between them removed. A score close to the sample's is good; pair trends close to "
+    "&ldquo;independent&rdquo; mean the relations were lost."
+)
+
+
+def verdict_section(metrics: Mapping[str, Any]) -> ReportSection:
+    """The score on its scale, its parts against their references, and what needs attention."""
+    scores = metrics.get("scores")
+    if not scores or scores.get("overall") is None:
+        return ReportSection("Verdict", "<p>No score: one of the tables is empty.</p>")
+    rows = [
+        ("column shapes", scores["column_shapes"], "1-dim TVD of each column"),
+        ("pair trends", scores["pair_trends"], "2-dim TVD of each column pair"),
+    ]
+    efficacy = scores.get("ml_efficacy")
+    if efficacy:
+        what = f"{efficacy.get('metric', 'score')} predicting {efficacy['target']} on source rows"
+        rows.append(
+            ("ML efficacy", efficacy, what if efficacy.get("score") is not None else efficacy["note"])
+        )
+    cells = "".join(
+        f"<tr><th>{html.escape(name)}</th><td class='score'>{fmt_number(part.get('score'), 1)}</td>"
+        f"<td>{fmt_number(part.get('sample'), 1)}</td><td>{fmt_number(part.get('independent'), 1)}</td>"
+        f"<td class='note'>{html.escape(what)}</td></tr>"
+        for name, part, what in rows
+    )
+    headline = (
+        f'<p class="headline">Fidelity <strong>{scores["overall"]:.1f}</strong> / 100 '
+        f'<span class="note">(a sample of the source scores {fmt_number(scores.get("sample"), 1)})</span></p>'
+    )
+    table = (
+        "<table><tr><th>part</th><th>score</th><th>sample of the source</th><th>columns independent</th>"
+        f"<th>measured as</th></tr>{cells}</table>"
+    )
+    return ReportSection(
+        "Verdict",
+        headline + table + f'<p class="note">{SCALE_NOTE}</p>' + attention_html(metrics),
+    )
+
+
+def attention_html(metrics: Mapping[str, Any]) -> str:
+    flags = metrics.get("attention") or {"columns": [], "pairs": []}
+    thresholds = metrics.get("thresholds") or {}
+    rule = (
+        f"column TVD &gt; {thresholds.get('column_tvd')}, pair TVD &gt; {thresholds.get('pair_tvd')}, "
+        f"correlation moved &gt; {thresholds.get('correlation_diff')}, or a bin (of at least "
+        f"{_percent_text(thresholds.get('min_bin_share'))} of the source) or tail off by more than "
+        f"&times;{thresholds.get('bin_share_ratio')}; set in the config's <code>quality:</code> block"
+        if thresholds
+        else ""
+    )
+    if not flags["columns"] and not flags["pairs"]:
+        return f'<p class="ok">Nothing needs attention ({rule}).</p>'
+    items = [
+        f"<li><strong>{html.escape(flag['column'])}</strong>: {html.escape('; '.join(flag['reasons']))}</li>"
+        for flag in flags["columns"]
+    ]
+    items += [
+        f"<li><strong>{html.escape(' + '.join(flag['columns']))}</strong>: "
+        f"{html.escape('; '.join(flag['reasons']))}</li>"
+        for flag in flags["pairs"]
+    ]
+    return f'<div class="attention"><h3>Needs attention</h3><p class="note">{rule}</p><ul>{"".join(items)}</ul></div>'
+
+
+def _percent_text(share: float | None) -> str:
+    return "–" if share is None else f"{100 * share:g} %"
 
 
 def _summary_section(metrics: Mapping[str, Any]) -> ReportSection:
     rows = [
         ("columns compared", str(metrics["columns_compared"])),
         ("synthetic rows", f"{metrics['synthetic_rows']:,}"),
-        ("row ratio (synthetic / source, rounded)", _fmt(metrics["row_ratio"], 2)),
-        ("mean / max 1-dim TVD", f"{_fmt(metrics['tvd_1dim_mean'])} / {_fmt(metrics['tvd_1dim_max'])}"),
-        ("mean / max 2-dim TVD", f"{_fmt(metrics['tvd_2dim_mean'])} / {_fmt(metrics['tvd_2dim_max'])}"),
+        ("row ratio (synthetic / source, rounded)", fmt_number(metrics["row_ratio"], 2)),
+        (
+            "mean / max 1-dim TVD",
+            f"{fmt_number(metrics['tvd_1dim_mean'])} / {fmt_number(metrics['tvd_1dim_max'])}",
+        ),
+        (
+            "mean / max 2-dim TVD",
+            f"{fmt_number(metrics['tvd_2dim_mean'])} / {fmt_number(metrics['tvd_2dim_max'])}",
+        ),
         (
             "mean / max |correlation difference|",
-            f"{_fmt(metrics['corr_abs_diff_mean'])} / {_fmt(metrics['corr_abs_diff_max'])}",
+            f"{fmt_number(metrics['corr_abs_diff_mean'])} / {fmt_number(metrics['corr_abs_diff_max'])}",
         ),
     ]
     not_compared = metrics["not_compared"]["only_in_original"]
@@ -663,7 +766,7 @@ def _dp_marginals_section(evaluation: Mapping[str, Any]) -> ReportSection:
     rows = []
     for key, label, is_share in names:
         cells = "".join(
-            f"<td>{_fmt(100 * by_length[k][key], 1) + ' %' if is_share else _fmt(by_length[k][key], 1)}</td>"
+            f"<td>{fmt_number(100 * by_length[k][key], 1) + ' %' if is_share else fmt_number(by_length[k][key], 1)}</td>"
             for k in lengths
         )
         rows.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
@@ -683,7 +786,7 @@ def _columns_section(metrics: Mapping[str, Any]) -> ReportSection:
         figure = _distribution_figure(name, column)
         parts.append(
             f'<figure class="column"><figcaption>{html.escape(name)} '
-            f'<span class="kind">{html.escape(column["kind"])}</span> TVD {_fmt(column["tvd"])}</figcaption>'
+            f'<span class="kind">{html.escape(column["kind"])}</span> TVD {fmt_number(column["tvd"])}</figcaption>'
             f"{figure_to_img_tag(figure, f'distribution of {name}', tight=False)}</figure>"
         )
     if not parts:
@@ -766,7 +869,7 @@ def _pairs_section(metrics: Mapping[str, Any]) -> ReportSection:
     worst = sorted(pairs, key=lambda pair: pair["tvd"], reverse=True)[:10]
     rows = "".join(
         f"<tr><td>{html.escape(pair['columns'][0])}</td><td>{html.escape(pair['columns'][1])}</td>"
-        f"<td>{_fmt(pair['tvd'])}</td><td>{_fmt(pair['corr_abs_diff'])}</td></tr>"
+        f"<td>{fmt_number(pair['tvd'])}</td><td>{fmt_number(pair['corr_abs_diff'])}</td></tr>"
         for pair in worst
     )
     return ReportSection(
@@ -786,7 +889,7 @@ _HOW_TO_READ = (
     "every pair of columns, so it shows whether relations between columns survived.</p>"
 )
 
-_STYLE = """
+STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ddd; padding-bottom: .2em; }
 table { border-collapse: collapse; font-size: .85em; }
@@ -795,9 +898,14 @@ th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; }
 figure.column { margin: 0; border: 1px solid #eee; padding: .4em; }
 figcaption { font-size: .85em; font-weight: 600; } .kind { color: #888; font-weight: normal; }
 .note, footer { color: #666; font-size: .85em; } .scroll { overflow-x: auto; }
+.headline { font-size: 1.3em; } .headline strong { font-size: 1.4em; }
+td.score { font-weight: 600; }
+.attention { border-left: 4px solid #d9822b; background: #fdf6ec; padding: .3em 1em; margin: .8em 0; }
+.attention h3 { margin: .3em 0; font-size: 1em; color: #a85d00; }
+.ok { border-left: 4px solid #3a8f3a; background: #eef7ee; padding: .5em 1em; }
 """
 
-_PAGE = """<!DOCTYPE html>
+PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{style}</style></head>
 <body>
 <h1>{title}</h1>

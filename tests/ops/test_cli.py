@@ -257,6 +257,18 @@ def test_two_runs_share_a_run_id_per_run_and_keep_both_reports(tmp_path, source_
         assert sorted(p.stem for p in (reports / table).glob("*.html")) == sorted(runs)
         assert all(f'href="{table}/{run}.html"' in index for run in runs)
 
+    # the index rebuilt from lineage alone: both runs, the failed table with its error, links kept
+    for path in reports.glob("*/*.metrics.json"):
+        path.unlink()
+    (reports / "index.html").unlink()
+    result = _invoke("report", str(config))
+    assert result.exit_code == EXIT_OK, result.output
+    assert "Index of 2 run(s) of 3 table(s)" in result.stdout.replace("\n", "")
+    rebuilt = (reports / "index.html").read_text(encoding="utf-8")
+    assert all(f'href="orders/{run}.html"' in rebuilt for run in runs)
+    assert rebuilt.count("syndiffix_ops.pipeline.PipelineError in check") == 2
+    assert "Outputs of orders, compared on the same columns" in rebuilt
+
 
 def test_an_airflow_only_config_fails_once_before_any_table(tmp_path):
     config = tmp_path / "airflow.yaml"

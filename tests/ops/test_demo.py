@@ -77,8 +77,7 @@ def test_demo_builds_the_warehouse_synthesizes_it_and_says_where_to_look(tmp_pat
     index = folder / "reports" / "index.html"
     page = index.read_text(encoding="utf-8")
     assert all(
-        f'href="{name}/' in page
-        for name in ("flights", "flight_delays", "weather", "planes", "airports")
+        f'href="{name}/' in page for name in ("flights", "flight_delays", "weather", "planes", "airports")
     )
     # the salt is kept (not in the config) so that a rerun writes the same rows
     assert (folder / ".salt").is_file()

@@ -16,7 +16,7 @@ import syndiffix_ops
 from syndiffix_ops.config import ConfigError, parse_config
 from syndiffix_ops.engines import ENGINES, register_engine
 from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
-from syndiffix_ops.pipeline import PipelineError, SchemaDriftError, run_table
+from syndiffix_ops.pipeline import PipelineError, QualityGateError, SchemaDriftError, run_table
 from syndiffix_ops.warehouse import RowLimitExceeded
 from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
 
@@ -439,3 +439,22 @@ def test_append_mode_adds_each_runs_rows_with_a_lineage_row_per_run(warehouse_db
         second.rows_written,
     ]
     assert [r["parameters"]["mode"] for r in _lineage(engine, schema)] == ["append", "append"]
+
+
+def test_the_quality_gate_keeps_the_previous_copy_and_records_why(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    _make_source(engine, None)
+    run_table(_config(engine, None), "orders_synth", salt=SALT)
+    before_rows = _rows(engine, None, "orders_synth")
+    strict = _config(engine, None).model_copy(
+        update={"quality": _config(engine, None).quality.model_copy(update={"fail_below_score": 99.99})}
+    )
+    with pytest.raises(QualityGateError, match="below quality.fail_below_score 99.99; nothing written"):
+        run_table(strict, "orders_synth", salt=b"another salt", run_id="gated", report_dir=tmp_path / "r")
+    assert _rows(engine, None, "orders_synth") == before_rows
+    failed = _lineage(engine, None)[-1]
+    assert (failed["run_id"], failed["status"], failed["error_stage"]) == ("gated", "failed", "quality")
+    assert failed["error_class"] == "syndiffix_ops.pipeline.QualityGateError"
+    # the reviewer gets the report of the copy that was held back
+    assert (tmp_path / "r" / "orders_synth" / "gated.html").is_file()
+    engine.dispose()

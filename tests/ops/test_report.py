@@ -17,8 +17,8 @@ from syndiffix_ops.report import (
     compute_quality,
     report_file_stem,
     write_html_report,
-    write_report_index,
 )
+from syndiffix_ops.report_index import write_report_index
 
 
 def _mixed_frame(rows: int = 200) -> pd.DataFrame:
@@ -97,7 +97,10 @@ def test_two_dim_distance_sees_a_broken_relation_that_marginals_miss():
     synthetic = pd.DataFrame({"x": same, "y": same[::-1]})
     metrics = compute_quality(original, synthetic)
     assert metrics["tvd_1dim_max"] == 0.0
-    assert metrics["pairs"] == [{"columns": ["x", "y"], "tvd": 1.0, "corr_abs_diff": None}]
+    [pair] = metrics["pairs"]
+    assert (pair["columns"], pair["tvd"], pair["corr_abs_diff"]) == (["x", "y"], 1.0, None)
+    # columns made independent would have half the rows in the wrong cell
+    assert pair["independent_tvd"] == 0.5
     assert metrics["tvd_2dim_mean"] == 1.0
 
 
