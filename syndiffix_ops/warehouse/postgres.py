@@ -192,7 +192,9 @@ def _parse(data: bytes, names, dtypes, parsers, timestamps: list[int]) -> list[p
         sep="\t",
         header=None,
         quoting=csv.QUOTE_NONE,
-        na_values=[NULL],
+        # NaN in real, double and numeric columns is null, as everywhere in the engines (docs/columns.md);
+        # elsewhere (a string 'NaN') it is a value.
+        na_values={i: [NULL, "NaN"] if dtypes.get(i) == "float64" else [NULL] for i in range(len(names))},
         keep_default_na=False,
         skip_blank_lines=False,
         dtype=dtypes,
