@@ -9,6 +9,7 @@ version (`--cache`): it is slow, and its outputs do not change.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -70,23 +71,38 @@ def run_ours(ours_python: str, table_dir: Path, runs: list[str], out_dir: Path) 
     return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
 
 
-def reference_output(table_dir: Path, salt: str, cache: Path, run_missing: bool) -> tuple[dict, Path] | None:
-    """1.0.8's output and timing from the cache; run (and cached) first when missing and allowed."""
+def reference_output(
+    table_dir: Path, salt: str, cache: Path, run_missing: bool, skip_busy: bool = False
+) -> tuple[dict, Path] | None:
+    """1.0.8's output and timing from the cache; run (and cached) first when missing and allowed.
+
+    A lock per output keeps two harness runs on the machine from synthesizing the same output twice:
+    the second waits for the first (or, with `skip_busy`, returns None at once)."""
     stored = cache / REFERENCE / table_dir.name
     output, timing = stored / f"{salt}.csv", stored / f"{salt}.json"
-    if not timing.exists():
-        if not run_missing:
-            return None
+    if not timing.exists() and run_missing:
         stored.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, str(HERE / "reference_side.py"), str(table_dir), str(output), salt],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"syndiffix 1.0.8 failed on {table_dir.name} {salt}:\n{done.stderr[-3000:]}")
-        timing.write_text(done.stdout.strip().splitlines()[-1])
+        with open(stored / f"{salt}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (fcntl.LOCK_NB if skip_busy else 0))
+            except BlockingIOError:
+                return None
+            if not timing.exists():
+                _run_reference(table_dir, output, timing, salt)
+    if not timing.exists():
+        return None
     return json.loads(timing.read_text()), output
+
+
+def _run_reference(table_dir: Path, output: Path, timing: Path, salt: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(HERE / "reference_side.py"), str(table_dir), str(output), salt],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"syndiffix 1.0.8 failed on {table_dir.name} {salt}:\n{done.stderr[-3000:]}")
+    timing.write_text(done.stdout.strip().splitlines()[-1])
 
 
 def score(table: Table, synthetic: pd.DataFrame, binning: Binning, with_sdmetrics: bool) -> dict:
@@ -143,7 +159,11 @@ def evaluate_table(table: Table, args: argparse.Namespace) -> dict:
             scores = score(table, synthetic, binning, not args.no_sdmetrics)
             result["runs"]["ours"].append({"cpu_seconds": timing["cpu_seconds"], **scores})
     for index, salt in enumerate(runs):
-        found = reference_output(table_dir, salt, args.cache, run_missing=not args.ours_only)
+        try:
+            found = reference_output(table_dir, salt, args.cache, run_missing=not args.ours_only)
+        except SystemExit as failure:
+            print(failure, file=sys.stderr, flush=True)
+            found = None
         if found is not None:
             timing, output = found
             scores = score(table, read_table(output, kinds), binning, not args.no_sdmetrics)
@@ -176,10 +196,14 @@ def fill_cache(args: argparse.Namespace, specs) -> None:
         for spec, table_dir in tables:
             start = time.perf_counter()
             try:
-                timing, _ = reference_output(table_dir, salt, args.cache, run_missing=True)
+                found = reference_output(table_dir, salt, args.cache, run_missing=True, skip_busy=True)
             except SystemExit as failure:
                 print(failure, flush=True)
                 continue
+            if found is None:
+                print(f"{spec.name} {salt}: another run is synthesizing it", flush=True)
+                continue
+            timing = found[0]
             print(
                 f"{spec.name} {salt}: 1.0.8 {timing['cpu_seconds']:.0f} CPU-s "
                 f"({time.perf_counter() - start:.0f} s wall here)",
