@@ -29,6 +29,7 @@ from syndiffix_ops.pipeline import (
     Progress,
     TableRunResult,
     _check_drift,
+    _derived_columns,
     _engine,
     _Output,
     _reflect,
@@ -204,15 +205,16 @@ def _synthesize(
         member = by_name[name]
         engine = get_engine(member.effective.engine)
         notify(f"synthesize {name}", 0.0)
+        derived = _derived_columns(member.effective.table, frame, aids, f"table {name}")
         result = engine.run(
-            frame,
+            frame[[*aids, *derived.synthesized]],
             aid_columns=aids,
             salt=salt,
             params=member.effective.engine_params,
             table_identity=member.source.qualified_name + "#linked",
         )
         metadata[name] = result.metadata
-        return result.frame
+        return derived.complete(result.frame)
 
     try:
         synthetic = synthesize_linked(

@@ -197,3 +197,62 @@ def test_cli_derive_computes_the_column_and_names_the_file_and_token_on_errors(t
     )
     assert syndiffix_cli.main([str(source), "--salt", "s", "--derive", "no rule"]) == 2
     assert "expected NAME=EXPRESSION" in capsys.readouterr().err
+
+
+def test_derive_holds_in_a_linked_set_too(tmp_path):
+    from syndiffix_ops.linked_pipeline import run_linked_set
+    from syndiffix_ops.run_plan import database_key_reader, plan_run
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    rng = np.random.default_rng(5)
+    metadata = sa.MetaData()
+    customers = sa.Table(
+        "customers",
+        metadata,
+        sa.Column("customer_id", sa.Integer, primary_key=True),
+        sa.Column("age", sa.Integer, nullable=False),
+        sa.Column("band", sa.String(8)),
+    )
+    orders = sa.Table(
+        "orders",
+        metadata,
+        sa.Column("order_id", sa.Integer, primary_key=True),
+        sa.Column("customer_id", sa.Integer, sa.ForeignKey(customers.c.customer_id), nullable=False),
+        sa.Column("amount", sa.Float),
+    )
+    ages = rng.integers(18, 90, 400)
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(
+            customers.insert(),
+            [
+                {"customer_id": i + 1, "age": int(a), "band": "senior" if a >= 60 else "adult"}
+                for i, a in enumerate(ages)
+            ],
+        )
+        conn.execute(
+            orders.insert(),
+            [
+                {"order_id": i + 1, "customer_id": int(i % 400) + 1, "amount": float(i % 37)}
+                for i in range(1200)
+            ],
+        )
+    url = engine.url.render_as_string(hide_password=False)
+    rule = "CASE WHEN age >= 60 THEN 'senior' ELSE 'adult' END"
+    config = parse_config(
+        {
+            "source": url,
+            "target": url,
+            "tables": [
+                {"source": "customers", "target": "customers_synth", "columns": {"band": {"derive": rule}}},
+                {"source": "orders", "target": "orders_synth"},
+            ],
+        }
+    )
+    [linked_set] = plan_run(config, database_key_reader(engine)).linked_sets
+
+    run_linked_set(config, linked_set, salt=SALT)
+
+    synthetic = pd.read_sql_table("customers_synth", engine)
+    assert len(synthetic) > 0
+    assert (synthetic["band"] == np.where(synthetic["age"] >= 60, "senior", "adult")).all()
