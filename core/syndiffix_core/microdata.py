@@ -8,6 +8,8 @@ one step past the range. A range starting at the column's null mapping gives nul
 is turned into the integer indices it covers; the value is the exact string for a singular range or
 for a "safe" index (a singularity of the column's 1-dim tree that passes LCF), otherwise the common
 prefix of the range's first and last strings + "*" + the drawn index (e.g. `city_*37`).
+In a cluster of several columns, each column's rows are first dealt its 1-dim buckets in the order of
+their own values (`_calibrated_ranges`), so the column keeps its 1-dim distribution and the joint ranks.
 """
 
 from __future__ import annotations
@@ -64,17 +66,49 @@ class MicrodataBuilder:
         values = []
         for position, column in enumerate(columns):
             lo, hi = low[:, position], high[:, position]
-            null = lo == self.forest.null_values[column]
             codec = self.codecs[column]
+            rank_order = None
+            if len(columns) > 1 and lo.size:
+                lo, hi, rank_order = self._calibrated_ranges(column, lo, hi, _grid_step(codec), rng)
+            null = lo == self.forest.null_values[column]
             if codec.kind == ColumnKind.STRING:
                 series, drawn = self._strings(column, codec, lo, hi, null, rng)
             else:
                 drawn = _draw_in_ranges(lo, hi, _grid_step(codec), rng)
+                if rank_order is not None:
+                    # Inside each 1-dim bucket too, the cluster's rows keep their order.
+                    drawn[rank_order] = np.sort(drawn[rank_order])
                 drawn[null] = np.nan
                 series = codec.decode(drawn)
             floats[:, position] = drawn
             values.append(series)
         return Microdata(columns, values, floats)
+
+    def _calibrated_ranges(self, column, lo, hi, step, rng):
+        """The column's 1-dim buckets handed out to a cluster's rows in the order of the rows' values.
+
+        A multi-column tree loses what its low-count nodes hold (tails above all) and refinement
+        over- or under-draws values, while the column's own 1-dim tree resolves its distribution
+        best. The cluster's rows are ranked by a value drawn in their range (ties in random order) and
+        the 1-dim buckets, in value order with counts scaled to the cluster's rows, are dealt out by
+        rank: the column gets its 1-dim distribution and the rows keep their joint ranks. Uses only
+        the 1-dim harvest and the cluster's synthetic rows, both anonymized.
+        Returns (low, high, row order by rank)."""
+        target = self.harvester.harvest((column,))
+        if target.size == 0:
+            return lo, hi, None
+        by_value = np.lexsort((target.high[:, 0], target.low[:, 0]))
+        # Each bucket's share of the cluster's rows, rounded so that the running total stays exact.
+        edges = np.rint(np.cumsum(target.count[by_value]) * (lo.size / target.count.sum())).astype(np.int64)
+        edges[-1] = lo.size
+        bucket_of_rank = by_value[np.repeat(np.arange(by_value.size), np.diff(edges, prepend=0))]
+        shuffled = rng.permutation(lo.size)
+        provisional = _draw_in_ranges(lo[shuffled], hi[shuffled], step, rng)
+        rank_order = shuffled[np.argsort(provisional, kind="stable")]
+        calibrated_lo, calibrated_hi = np.empty_like(lo), np.empty_like(hi)
+        calibrated_lo[rank_order] = target.low[bucket_of_rank, 0]
+        calibrated_hi[rank_order] = target.high[bucket_of_rank, 0]
+        return calibrated_lo, calibrated_hi, rank_order
 
     def safe_string_indices(self, column: int) -> np.ndarray:
         """Sorted string indices that are LCF-passing singularities of the column's 1-dim tree."""
