@@ -177,6 +177,17 @@ def evaluate_table(table: Table, args: argparse.Namespace) -> dict:
     return result
 
 
+def _without_nan(value):
+    """NaN (a column a synthesizer left empty) as JSON null: strict JSON readers refuse NaN."""
+    if isinstance(value, dict):
+        return {key: _without_nan(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_nan(item) for item in value]
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
 def commit_label() -> str:
     """The commit whose engine was measured, '+changes' when the work tree differs from it."""
     git = ["git", "-C", str(REPO)]
@@ -240,7 +251,8 @@ def main() -> None:
     summary.print_acceptance(results)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     header = {"commit": commit_label(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    args.json.write_text(json.dumps({**header, "rows": args.rows, "tables": results}, indent=1))
+    document = _without_nan({**header, "rows": args.rows, "tables": results})
+    args.json.write_text(json.dumps(document, indent=1, allow_nan=False))
     print(f"\nall results: {args.json}")
 
 

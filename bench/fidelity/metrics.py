@@ -151,16 +151,17 @@ def tails(
 def sdmetrics_quality(
     source: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict[str, str]
 ) -> dict[str, float]:
-    from sdmetrics.reports.single_table import QualityReport
+    from sdmetrics.reports import QualityReport
 
     sdtypes = {"integer": "numerical", "real": "numerical", "string": "categorical", "boolean": "boolean"}
-    metadata = {"columns": {name: {"sdtype": sdtypes.get(kind, "datetime")} for name, kind in kinds.items()}}
+    columns = {name: {"sdtype": sdtypes.get(kind, "datetime")} for name, kind in kinds.items()}
+    metadata = {"tables": {"table": {"columns": columns}}}
     real, fake = _sdmetrics_frame(source, kinds), _sdmetrics_frame(synthetic, kinds)
     report = QualityReport()
     logging.getLogger("sdmetrics").setLevel(logging.ERROR)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        report.generate(real, fake, metadata, verbose=False)
+        report.generate({"table": real}, {"table": fake}, metadata, verbose=False)
     properties = report.get_properties().set_index("Property")["Score"]
     return {
         "sdm_overall": float(report.get_score()),
