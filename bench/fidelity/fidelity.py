@@ -243,6 +243,7 @@ def main() -> None:
     if args.fill_cache:
         fill_cache(args, specs)
         return
+    print(f"ours: the engine of {REPO} at {commit_label()}; rows per table: {args.rows}; salts: {args.salts}")
     results = []
     for spec in specs:
         result = evaluate_table(load_table(spec, args.rows), args)
