@@ -81,11 +81,18 @@ def tvd_scores(source: pd.DataFrame, synthetic: pd.DataFrame, binning: Binning) 
     src = {name: binning.codes(source, name) for name in names}
     syn = {name: binning.codes(synthetic, name) for name in names}
     one = [_tvd(src[n], syn[n], binning.size(n)) for n in names]
+    worst_pairs = []
     two = []
     for a, b in combinations(names, 2):
         width = binning.size(b)
         two.append(_tvd(src[a] * width + src[b], syn[a] * width + syn[b], binning.size(a) * width))
-    return {"tvd_1dim": float(np.mean(one)), "tvd_2dim": float(np.mean(two)) if two else 0.0}
+        worst_pairs.append((two[-1], f"{a}+{b}"))
+    return {
+        "tvd_1dim": float(np.mean(one)),
+        "tvd_2dim": float(np.mean(two)) if two else 0.0,
+        "tvd_1dim_columns": dict(zip(names, map(float, one), strict=True)),
+        "tvd_2dim_worst_pairs": {pair: float(tvd) for tvd, pair in sorted(worst_pairs, reverse=True)[:5]},
+    }
 
 
 def correlation_error(source: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict[str, str]) -> float | None:

@@ -80,6 +80,10 @@ def print_table(result: dict) -> None:
     columns = sorted({column for run in runs["ours"] for column, n in run["out_of_range"].items() if n})
     if columns:
         print(f"{'':22s}ours out of range in: {', '.join(columns)}")
+    for method in ("ours", REFERENCE):
+        worst = _worst_columns(runs[method])
+        if worst:
+            print(f"{'':22s}largest 1-dim TVD, {method}: {worst}")
     print("numeric columns: mean | p90 | p99 | share above source p90, as source / ours / 1.0.8 / resample")
     for column, facts in source["tails"].items():
         means = [tail_means(runs[method], column) for method in METHODS]
@@ -88,6 +92,16 @@ def print_table(result: dict) -> None:
             values = [fmt.format(facts[key])] + [fmt.format(m[key]) if m else "-" for m in means]
             parts.append(" / ".join(values))
         print(f"  {column:16s} " + " | ".join(parts))
+
+
+def _worst_columns(runs: list[dict], count: int = 3) -> str:
+    """The columns with the largest 1-dim TVD, mean over salts."""
+    if not runs:
+        return ""
+    columns = runs[0]["tvd_1dim_columns"]
+    means = {name: float(np.mean([run["tvd_1dim_columns"][name] for run in runs])) for name in columns}
+    worst = sorted(means.items(), key=lambda item: -item[1])[:count]
+    return ", ".join(f"{name} {tvd:.3f}" for name, tvd in worst)
 
 
 def _not_worse(result: dict, key: str, lower_is_better: bool) -> str:
