@@ -251,6 +251,7 @@ def _linked_table(member: _Member):
                 fk.context,
                 fk.aggregates,
                 fk.entity,
+                nullable=fk.nullable,
             )
             for fk in keys.foreign_keys
         ),

@@ -39,7 +39,12 @@ def link_metrics(
                 sources[fk.parent],
                 synthetic[name],
                 synthetic[fk.parent],
-                skip={*aids.get(fk.parent, ()), *_keys(linked_set, fk.parent)},
+                skip={
+                    *aids.get(fk.parent, ()),
+                    *_keys(linked_set, fk.parent),
+                    *aids.get(name, ()),
+                    *_keys(linked_set, name),
+                },
             )
         key_columns = sorted(_keys(linked_set, name))
         metrics[name] = {

@@ -249,3 +249,14 @@ def test_a_reference_to_a_missing_table_or_column_is_refused():
     )
     with pytest.raises(LinkingError, match="not a primary or unique key of customers"):
         synthesize_linked(tables, salt=SALT)
+
+
+def test_a_not_null_key_gets_no_nulls_and_drops_its_orphans():
+    parents, children = _customers_orders()
+    orphaned = children.copy()
+    orphans = orphaned.index % 5 == 0
+    orphaned.loc[orphans, "customer_id"] = 10_000_000 + orphaned.index[orphans]
+    out = synthesize_linked(_link(parents, orphaned, nullable=False), salt=SALT)["orders"]
+    kept = synthesize_linked(_link(parents, orphaned), salt=SALT)["orders"]
+    assert out.customer_id.notna().all()
+    assert len(out) < 0.9 * len(kept)

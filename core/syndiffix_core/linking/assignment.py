@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 CONTEXT_BUCKETS = 8
-BLEND_STEPS = 8
+BLEND_STEPS = 6
 
 
 def capacities(counts: np.ndarray, children: int) -> np.ndarray:
@@ -51,6 +51,17 @@ def bucket_capacities(counts: np.ndarray, parent_bucket: np.ndarray, child_bucke
     return _integer_places(exact, len(child_bucket))
 
 
+def capped_places(wanted: np.ndarray, limit: np.ndarray) -> np.ndarray:
+    """`wanted` places cut at `limit` per parent; the places cut off go to the parents still below their
+    limit, in proportion to their headroom (the total stays that of `limit`)."""
+    places = np.minimum(wanted, limit)
+    short = int(limit.sum() - places.sum())
+    if short > 0:
+        headroom = (limit - places).astype(float)
+        places += _integer_places(headroom * (short / headroom.sum()), short)
+    return places
+
+
 def _proportional(weights: np.ndarray, amount: float) -> np.ndarray:
     if weights.sum() <= 0:
         weights = np.ones_like(weights)
@@ -72,10 +83,15 @@ def assign(
     parent_mean: np.ndarray | None,
     counts: np.ndarray,
     rng: np.random.Generator,
+    *,
+    by_context: bool = True,
 ) -> np.ndarray:
     """The parent row (index into the parent arrays) of each child.
 
-    Places per parent come from `bucket_capacities`. Within a context bucket, children are ordered by
+    Places per parent: when the parent is the child's entity (`by_context` false), its synthetic child
+    count alone decides, so a parent never gets more children than its anonymized count allows (scaled
+    to the synthetic children); otherwise `bucket_capacities` also follows the children's anonymized
+    distribution over parent contexts (flights per airport context, protected per plane). Within a context bucket, children are ordered by
     their value of the first aggregate column blended with noise, parents by their synthetic mean of it.
     A pure sort would spread the parents' realized means more than the synthetic means do; pure noise
     would flatten them. The blend is chosen so that the realized means spread as much as the synthetic
@@ -88,14 +104,14 @@ def assign(
         child_codes, parent_codes = _shared_buckets(child_values, parent_values)
         child_keys.append(child_codes)
         parent_keys.append(parent_codes)
+    places = capacities(counts, children)
     if child_keys:
         stacked = np.column_stack(
             [np.concatenate([c, p]) for c, p in zip(child_keys, parent_keys, strict=True)]
         )
         bucket = np.unique(stacked, axis=0, return_inverse=True)[1].ravel()
-        places = bucket_capacities(counts, bucket[children:], bucket[:children])
-    else:
-        places = capacities(counts, children)
+        by_bucket = bucket_capacities(counts, bucket[children:], bucket[:children])
+        places = by_bucket if by_context else capped_places(by_bucket, places)
     noise = rng.standard_normal(children)
     if child_value is None or parent_mean is None or np.isnan(parent_mean).all():
         return _fill([*child_keys, noise], parent_keys, places)

@@ -21,8 +21,8 @@ import pandas as pd
 
 from .schema import DERIVED_PREFIX, ForeignKey, LinkedTable, LinkingError, OrphanPolicy, entity_links
 
-DEFAULT_CONTEXT_COLUMNS = 2
-DEFAULT_AGGREGATE_COLUMNS = 2
+DEFAULT_CONTEXT_COLUMNS = 1
+DEFAULT_AGGREGATE_COLUMNS = 1
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Link:
     key: ForeignKey
     context: tuple[str, ...]
     aggregates: tuple[str, ...]
+    entity: bool  # the parent's entity protects the child
 
     @property
     def count_column(self) -> str:
@@ -51,13 +52,15 @@ class Link:
 
 
 def links_of(tables: Mapping[str, LinkedTable]) -> list[Link]:
+    entity_keys = entity_links(tables)
     links = []
     for name, table in tables.items():
         for fk in table.foreign_keys:
             parent = tables[fk.parent]
             context = fk.context if fk.context is not None else _default_context(parent)
             aggregates = fk.aggregates if fk.aggregates is not None else _default_aggregates(table)
-            links.append(Link(len(links), name, fk, tuple(context), tuple(aggregates)))
+            entity = any(fk is link for link in entity_keys[name])
+            links.append(Link(len(links), name, fk, tuple(context), tuple(aggregates), entity))
     return links
 
 
@@ -104,7 +107,7 @@ def apply_orphan_policies(tables: Mapping[str, LinkedTable], order: list[str]) -
                     f"table {name}: foreign key {fk.label} has values that match no {fk.parent} row "
                     "(on_orphan: error; use null or drop to accept them)"
                 )
-            if fk.on_orphan is OrphanPolicy.DROP:
+            if fk.on_orphan is OrphanPolicy.DROP or not fk.nullable:
                 keep &= ~orphan
         if not keep.all():
             result[name] = _with_frame(table, table.frame[keep].reset_index(drop=True))
@@ -237,7 +240,7 @@ def _child_context(link: Link, tables: Mapping[str, LinkedTable]) -> dict[str, o
     child = tables[link.child].frame
     parent = tables[link.key.parent].frame
     positions = parent_positions(child, link.key, parent)
-    context: dict[str, object] = {link.null_column: positions < 0}
+    context: dict[str, object] = {link.null_column: positions < 0} if link.key.nullable else {}
     for column in link.context:
         context[link.context_column(column)] = (
             parent[column].reset_index(drop=True).reindex(positions).reset_index(drop=True)

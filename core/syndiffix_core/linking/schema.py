@@ -46,6 +46,7 @@ class ForeignKey:
     context: tuple[str, ...] | None = None
     aggregates: tuple[str, ...] | None = None
     entity: bool | None = None
+    nullable: bool = True  # False: the key is declared NOT NULL, so no null share is synthesized
 
     @property
     def label(self) -> str:

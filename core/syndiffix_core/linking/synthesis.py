@@ -97,7 +97,10 @@ def _add_surrogate_keys(table: LinkedTable, synthetic: pd.DataFrame, secret: Sal
 
 def _link_children(link: Link, child: pd.DataFrame, parent: pd.DataFrame, rng: np.random.Generator) -> None:
     fk = link.key
-    null = child[link.null_column].astype("boolean").fillna(True).to_numpy(dtype=bool)
+    if fk.nullable:
+        null = child[link.null_column].astype("boolean").fillna(True).to_numpy(dtype=bool)
+    else:
+        null = np.zeros(len(child), dtype=bool)
     counts = parent[link.count_column].to_numpy(dtype=float, na_value=np.nan) if len(parent) else np.zeros(0)
     if len(parent) == 0:
         null[:] = True  # no synthetic parent: every key stays null
@@ -112,6 +115,7 @@ def _link_children(link: Link, child: pd.DataFrame, parent: pd.DataFrame, rng: n
         None if first is None else parent[link.mean_column(first)].to_numpy(dtype=float, na_value=np.nan),
         counts,
         rng,
+        by_context=not link.entity,
     )
     for column, parent_column in zip(fk.columns, fk.parent_columns, strict=True):
         keys = parent[parent_column]
