@@ -319,11 +319,16 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
         ("sample", "right", None),
         ("TVD 1d", "right", None),
         ("TVD 2d", "right", None),
-        ("needs attention", "left", None),
+        ("flags", "right", None),
     ]:
-        # names stay whole up to 30 characters and wrap beyond: a reader needs them to find the table
+        # names stay whole up to 30 characters and wrap beyond: a reader needs them to find the table;
+        # figures never wrap
         table.add_column(
-            heading, justify=justify, overflow="fold", min_width=min(width, 30) if width else None
+            heading,
+            justify=justify,
+            overflow="fold",
+            min_width=min(width, 30) if width else None,
+            no_wrap=width is None,
         )
     for outcome in outcomes:
         if outcome.error:
@@ -354,11 +359,19 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
                 _metric(scores.get("sample"), 1),
                 _metric(metrics.get("tvd_1dim_mean")),
                 _metric(metrics.get("tvd_2dim_mean")),
-                _attention(metrics),
+                _flag_count(metrics),
             )
     console.print(table)
     if any(result.metrics for outcome in outcomes for result in outcome.results):
-        console.print(SUMMARY_LEGEND, highlight=False, soft_wrap=True)
+        console.print(SUMMARY_LEGEND, highlight=False)
+        for outcome in outcomes:
+            for result in outcome.results:
+                flagged = _flagged(result.metrics or {})
+                if flagged:
+                    console.print(
+                        f"[yellow]needs attention[/yellow] {escape(result.target_table)}: {escape(flagged)}",
+                        highlight=False,
+                    )
     for outcome in outcomes:
         if outcome.error:
             error_console.print(f"[red]error:[/red] {escape(outcome.error)}", highlight=False, soft_wrap=True)
@@ -377,10 +390,10 @@ def print_report_location(report_dir: Path | None, outcomes: Sequence[TableOutco
 
 SUMMARY_LEGEND = (
     "score: fidelity 0-100, 100 x (1 - mean TVD) over columns and column pairs (and ML efficacy with a "
-    "target); sample: the same score for a random sample of source rows of the same size, the best a copy "
-    "can reach. TVD 1d / 2d: mean total variation distance of each column's / column pair's binned shares, "
-    "0 = same distribution, 1 = disjoint. needs attention: columns and pairs beyond the config's quality: "
-    "thresholds (the report says why)."
+    "target); sample: the same score for a random sample of source rows as large, the best a copy can "
+    "reach. TVD 1d / 2d: mean total variation distance of each column's / column pair's binned shares, "
+    "0 = same distribution, 1 = disjoint. flags: columns and pairs beyond the config's quality: "
+    "thresholds, named below (the report says why)."
 )
 
 
@@ -388,15 +401,20 @@ def _metric(value: float | None, decimals: int = 3) -> str:
     return "–" if value is None else f"{value:.{decimals}f}"
 
 
-def _attention(metrics: dict[str, Any]) -> str:
+def _flag_count(metrics: dict[str, Any]) -> str:
+    flags = metrics.get("attention")
+    if flags is None:
+        return "–"
+    count = len(flags["columns"]) + len(flags["pairs"])
+    return f"[yellow]{count}[/yellow]" if count else "[green]0[/green]"
+
+
+def _flagged(metrics: dict[str, Any]) -> str:
     flags = metrics.get("attention") or {"columns": [], "pairs": []}
-    names = [flag["column"] for flag in flags["columns"]] + [
-        "+".join(flag["columns"]) for flag in flags["pairs"]
-    ]
-    if not names:
-        return "[green]–[/green]" if "attention" in metrics else ""
-    shown = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
-    return f"[yellow]{escape(shown)}[/yellow]"
+    parts = [", ".join(flag["column"] for flag in flags["columns"])]
+    if flags["pairs"]:
+        parts.append("pairs " + ", ".join("+".join(flag["columns"]) for flag in flags["pairs"]))
+    return "; ".join(part for part in parts if part)
 
 
 def _qualified(schema: str | None, name: str) -> str:
