@@ -623,6 +623,10 @@ def _synthesize_output(
     if metrics is not None and "evaluation" in result.metadata:
         # engines that evaluate themselves (dp_marginals: the showcase's k-tuple metrics) add a section
         metrics[f"{engine.name}_evaluation"] = result.metadata["evaluation"]
+    if metrics is not None and "epsilon_spent" in result.metadata:
+        from syndiffix_ops.report import dp_budget
+
+        metrics["dp_budget"] = dp_budget(result.metadata, identity, effective.engine_params)
     timings["quality"] = time.perf_counter() - clock
 
     risk_metrics, risk_sections = None, []

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from syndiffix_ops.verdict import (
     QualityThresholds,
@@ -336,57 +336,155 @@ def _bin_column(
 def _categorical_bins(
     original: pd.Series, synthetic: pd.Series, kind: str, rare_threshold: int, max_categories: int
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Bins of the most frequent values, by name; the other source values in groups of consecutive
+    frequency ranks ("values ranked 21-27"), each group no larger than the largest named value, so no
+    bin of unnamed values dwarfs the named ones. A column of many similar-sized values (an id, a tail
+    number) gets rank groups only. Values only the synthetic table has, and rare nulls, go to
+    "other (rare)"."""
     counts = original.value_counts(dropna=True)
     # Most frequent first, ties by value, so the bins do not depend on row order.
-    frequent = sorted(
-        ((value, count) for value, count in counts.items() if count >= rare_threshold),
-        key=lambda item: (-item[1], str(item[0])),
-    )[:max_categories]
-    categories = pd.Index([value for value, _ in frequent], dtype=object)
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
+    values = pd.Index([value for value, _ in ranked], dtype=object)
+    ranked_counts = np.array([count for _, count in ranked], dtype=np.int64)
+    named, groups = _named_and_grouped(ranked_counts, rare_threshold, max_categories)
     if kind == BOOLEAN:
-        labels = ["true" if value == 1.0 else "false" for value in categories]
+        labels = ["true" if value == 1.0 else "false" for value in values[:named]]
     else:
-        labels = [str(value) for value in categories]
-
+        labels = [str(value) for value in values[:named]]
+    labels += [_rank_label(first + 1, last) for first, last in groups]
     null_is_frequent = int(original.isna().sum()) >= rare_threshold
     null_code = len(labels)
     other_code = null_code + 1
+    code_of_rank = np.full(len(values), other_code, dtype=np.int64)  # ranks in no group: "other (rare)"
+    code_of_rank[:named] = np.arange(named)
+    for number, (first, last) in enumerate(groups):
+        code_of_rank[first:last] = named + number
 
     def codes_of(series: pd.Series) -> np.ndarray:
-        codes = categories.get_indexer(series.to_numpy(dtype=object))
-        nulls = series.isna().to_numpy()
-        codes[codes < 0] = other_code
-        codes[nulls] = null_code if null_is_frequent else other_code
+        ranks = values.get_indexer(series.to_numpy(dtype=object))
+        codes = np.where(ranks >= 0, code_of_rank[np.maximum(ranks, 0)] if len(values) else 0, other_code)
+        codes[series.isna().to_numpy()] = null_code if null_is_frequent else other_code
         return codes
 
     original_codes, synthetic_codes = codes_of(original), codes_of(synthetic)
     return _compact(labels + [_NULL_LABEL, _OTHER_LABEL], original_codes, synthetic_codes)
 
 
+def _named_and_grouped(
+    counts: np.ndarray, rare_threshold: int, max_categories: int
+) -> tuple[int, list[tuple[int, int]]]:
+    """How many of the ranked values get a bin of their own, and the [first, last) rank ranges of the
+    groups of the rest: the most named values (frequent ones, at most max_categories) for which the rest
+    fits in groups each no larger than the largest named value, with at most 2 * max_categories bins."""
+    frequent = int(np.count_nonzero(counts >= rare_threshold))
+    for named in range(min(frequent, max_categories), -1, -1):
+        cap = int(counts[0]) if named else None
+        budget = 2 * max_categories - named if named else max_categories
+        groups = _rank_groups(counts[named:], cap, budget, rare_threshold)
+        if groups is not None:
+            return named, [
+                (first + named, last + named)
+                for first, last in _without_rare_groups(groups, counts[named:], rare_threshold)
+            ]
+    raise AssertionError("grouping without named values always fits")
+
+
+def _rank_groups(
+    counts: np.ndarray, cap: int | None, budget: int, rare_threshold: int
+) -> list[tuple[int, int]] | None:
+    """Consecutive rank ranges over `counts`, each holding at most `cap` rows, or (cap None) about an
+    equal share of `budget` groups (one more for the rarest values) and at least rare_threshold rows;
+    None when more than `budget` groups would be needed."""
+    if counts.size == 0:
+        return []
+    groups, first, held = [], 0, 0
+    if cap is None:  # close a group once it holds its share: at most `budget` groups
+        share = max(math.ceil(int(counts.sum()) / budget), rare_threshold)
+        for rank, count in enumerate(counts):
+            held += int(count)
+            if held >= share:
+                groups.append((first, rank + 1))
+                first, held = rank + 1, 0
+        if first < counts.size:  # the last values: a group of their own, or with their neighbours if few
+            if held >= rare_threshold or not groups:
+                groups.append((first, counts.size))
+            else:
+                groups[-1] = (groups[-1][0], counts.size)
+        return groups
+    for rank, count in enumerate(counts):  # close a group before it grows past the cap
+        if held and held + count > cap:
+            groups.append((first, rank))
+            first, held = rank, 0
+        held += int(count)
+    groups.append((first, counts.size))
+    return groups if len(groups) <= budget else None
+
+
+def _without_rare_groups(
+    groups: list[tuple[int, int]], counts: np.ndarray, rare_threshold: int
+) -> list[tuple[int, int]]:
+    """Groups of fewer than rare_threshold rows join the group before them, so no bin shows the share of
+    a few rare values; when even the first is that small, the rest is left to "other (rare)"."""
+    kept: list[tuple[int, int]] = []
+    for first, last in groups:
+        if int(counts[first:last].sum()) >= rare_threshold or not kept:
+            kept.append((first, last))
+        else:
+            kept[-1] = (kept[-1][0], last)
+    if kept and int(counts[kept[0][0] : kept[0][1]].sum()) < rare_threshold:
+        kept = kept[1:] if len(kept) > 1 else []
+        if kept:
+            kept[0] = (groups[0][0], kept[0][1])
+    return kept
+
+
+def _rank_label(first: int, last: int) -> str:
+    return f"value ranked {first}" if first == last else f"values ranked {first}–{last}"
+
+
 def _quantile_bins(
     original: np.ndarray, synthetic: np.ndarray, kind: str, bins: int, rare_threshold: int
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Quantile bins of the source; a value held by at least 1/bins of the source rows (the zeros of a
+    zero-inflated column) gets a bin of its own first, and the other values are cut into quantile bins
+    among themselves, so both the point mass and the spread of the rest stay visible."""
     present = original[~np.isnan(original)]
-    if present.size:
-        quantiles = np.quantile(present, np.linspace(0.0, 1.0, bins + 1)[1:-1])
-        step = _rounding_step(present, kind)
+    distinct, counts = np.unique(present, return_counts=True)
+    heavy = distinct[(counts >= present.size / bins) & (counts >= rare_threshold)]
+    rest = present[~np.isin(present, heavy)]
+    if rest.size:
+        quantiles = np.quantile(rest, np.linspace(0.0, 1.0, max(bins - heavy.size, 2) + 1)[1:-1])
+        step = _rounding_step(rest, kind)
         edges = np.unique(np.round(quantiles / step) * step)
+        edges = _merge_rare_bins(edges, rest, rare_threshold)
+        value_labels = _interval_labels(edges, kind, step)
     else:
-        step = 1.0
         edges = np.empty(0)
-    edges = _merge_rare_bins(edges, present, rare_threshold)
-
-    value_labels = _interval_labels(edges, kind, step)
+        value_labels = [] if heavy.size else _interval_labels(edges, kind, 1.0)
+    point_labels = [f"= {_format_point(value, kind)}" for value in heavy]
     null_is_frequent = int(np.isnan(original).sum()) >= rare_threshold
-    null_code = len(value_labels)
+    interval_offset = len(point_labels)
+    null_code = interval_offset + len(value_labels)
     other_code = null_code + 1
 
     def codes_of(values: np.ndarray) -> np.ndarray:
-        codes = np.searchsorted(edges, values, side="right")
+        codes = interval_offset + np.searchsorted(edges, values, side="right")
+        if not value_labels:
+            codes[:] = other_code  # every source value is a point: anything else is new
+        for number, point in enumerate(heavy):
+            codes[values == point] = number
         codes[np.isnan(values)] = null_code if null_is_frequent else other_code
         return codes
 
-    return _compact(value_labels + [_NULL_LABEL, _OTHER_LABEL], codes_of(original), codes_of(synthetic))
+    labels = point_labels + value_labels + [_NULL_LABEL, _OTHER_LABEL]
+    return _compact(labels, codes_of(original), codes_of(synthetic))
+
+
+def _format_point(value: float, kind: str) -> str:
+    """A value held by many rows, shown exactly (it is no single row's value)."""
+    if kind in {TIMESTAMP, DATE, TIME}:
+        return _format_edge(value, kind, 1.0 if kind != DATE else 86400.0)
+    return f"{value:g}"
 
 
 def _merge_rare_bins(edges: np.ndarray, values: np.ndarray, rare_threshold: int) -> np.ndarray:
@@ -600,6 +698,7 @@ def write_html_report(
         _columns_section(metrics),
         _correlation_section(metrics),
         _pairs_section(metrics),
+        *([_dp_budget_section(metrics["dp_budget"])] if "dp_budget" in metrics else []),
         *(
             [_dp_marginals_section(metrics["dp_marginals_evaluation"])]
             if "dp_marginals_evaluation" in metrics
@@ -751,6 +850,52 @@ def _privacy_section(metrics: Mapping[str, Any]) -> ReportSection:
     )
 
 
+def dp_budget(metadata: Mapping[str, Any], identity: str, params: Any) -> dict[str, Any]:
+    """What a differentially private output spent, for the report: from the engine's metadata (its
+    accounting) and params (the contribution bound and release label)."""
+    split = metadata.get("budget_split") or {}
+    return {
+        "identity": identity,
+        "release": metadata.get("release"),
+        "epsilon_spent": metadata.get("epsilon_spent"),
+        "delta_spent": metadata.get("delta_spent"),
+        "epsilon_records": split.get("epsilon_records"),
+        "epsilon_marginals": split.get("epsilon_marginals"),
+        "max_rows_per_entity": getattr(params, "max_rows_per_entity", None),
+        "reporting_length": metadata.get("reporting_length"),
+    }
+
+
+def _significant(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3g}"
+
+
+def _dp_budget_section(budget: Mapping[str, Any]) -> ReportSection:
+    rows = [
+        ("identity (table and column set)", html.escape(str(budget["identity"]))),
+        ("release", html.escape(str(budget.get("release") or "(none)"))),
+        ("&epsilon; spent", _significant(budget.get("epsilon_spent"))),
+        ("&delta; spent", _significant(budget.get("delta_spent"))),
+        (
+            "&epsilon; for the record count / for the marginals",
+            f"{_significant(budget.get('epsilon_records'))} / "
+            f"{_significant(budget.get('epsilon_marginals'))}",
+        ),
+        ("rows per entity kept at most", html.escape(str(budget.get("max_rows_per_entity")))),
+        ("combination length", html.escape(str(budget.get("reporting_length")))),
+    ]
+    table = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
+    return ReportSection(
+        "Differential privacy budget",
+        f"<table>{table}</table><p class='note'>This output is (&epsilon;, &delta;)-differentially private for "
+        "the entities of its AID column (or its rows). The noise is seeded from the salt, the identity, the "
+        "release and the data: a rerun on unchanged data with the same release repeats the same output and "
+        "spends nothing new; changed data or a new release spends this budget again for the same people, "
+        "and the budgets of releases add up (basic composition). Sum the &epsilon; of the identity's "
+        "releases in the lineage table to know the total spent on it.</p>",
+    )
+
+
 def _dp_marginals_section(evaluation: Mapping[str, Any]) -> ReportSection:
     """The DP-marginals engine's own evaluation (k-tuple counts of both tables up to the reporting length)."""
     names = (
@@ -782,11 +927,17 @@ def _dp_marginals_section(evaluation: Mapping[str, Any]) -> ReportSection:
 
 def _columns_section(metrics: Mapping[str, Any]) -> ReportSection:
     parts = []
+    flagged = {
+        flag["column"]: flag["reasons"] for flag in (metrics.get("attention") or {}).get("columns", [])
+    }
     for name, column in metrics["columns"].items():
         figure = _distribution_figure(name, column)
+        reasons = flagged.get(name)
+        warning = f'<div class="reasons">{html.escape("; ".join(reasons))}</div>' if reasons else ""
         parts.append(
-            f'<figure class="column"><figcaption>{html.escape(name)} '
-            f'<span class="kind">{html.escape(column["kind"])}</span> TVD {fmt_number(column["tvd"])}</figcaption>'
+            f'<figure class="column{" flagged" if reasons else ""}"><figcaption>{html.escape(name)} '
+            f'<span class="kind">{html.escape(column["kind"])}</span> TVD {fmt_number(column["tvd"])} '
+            f'<span class="kind">(sample {fmt_number(column.get("sample_tvd"))})</span>{warning}</figcaption>'
             f"{figure_to_img_tag(figure, f'distribution of {name}', tight=False)}</figure>"
         )
     if not parts:
@@ -797,22 +948,29 @@ def _columns_section(metrics: Mapping[str, Any]) -> ReportSection:
 
 
 def _distribution_figure(name: str, column: Mapping[str, Any]) -> Figure:
-    labels = column["bins"]
+    """Horizontal bars, source above synthetic per bin: labels stay horizontal and readable however many
+    bins there are, and the legend sits above the plot, never over a bar."""
+    labels = [_shorten(label, 28) for label in column["bins"]]
     positions = np.arange(len(labels))
     original = [share or 0.0 for share in column["original_share"]]
     synthetic = [share or 0.0 for share in column["synthetic_share"]]
-    figure = Figure(figsize=(max(4.0, 0.45 * len(labels) + 1.5), 3.0))
-    # room for the 45-degree tick labels: about 0.014 of the height per character
-    longest = max((len(_shorten(label)) for label in labels), default=0)
-    figure.subplots_adjust(left=0.14, right=0.98, top=0.9, bottom=min(0.5, 0.12 + 0.014 * longest))
+    height = 1.2 + 0.24 * len(labels)  # inches: fixed margins for the legend and the axis, a row per bin
+    figure = Figure(figsize=(4.6, height))
+    longest = max((len(label) for label in labels), default=0)
+    figure.subplots_adjust(
+        left=min(0.5, 0.06 + 0.0145 * longest), right=0.97, top=1 - 0.45 / height, bottom=0.35 / height
+    )
     axes = figure.add_subplot()
-    axes.bar(positions - 0.2, original, width=0.4, label="source", color="#4c72b0")
-    axes.bar(positions + 0.2, synthetic, width=0.4, label="synthetic", color="#dd8452")
-    axes.set_xticks(positions, [_shorten(label) for label in labels], rotation=45, ha="right", fontsize=7)
-    axes.set_ylabel("share of rows")
-    axes.set_title(name, fontsize=9)
-    axes.yaxis.set_major_locator(MaxNLocator(4))
-    axes.legend(fontsize=7, frameon=False, loc="upper right")  # "best" costs a search per plot
+    axes.barh(positions - 0.2, original, height=0.4, label="source", color="#4c72b0")
+    axes.barh(positions + 0.2, synthetic, height=0.4, label="synthetic", color="#dd8452")
+    axes.set_yticks(positions, labels, fontsize=8)
+    axes.invert_yaxis()  # first bin on top
+    axes.tick_params(axis="x", labelsize=8)
+    axes.xaxis.set_major_locator(MaxNLocator(4))
+    axes.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+    axes.legend(
+        fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=2, borderaxespad=0.1
+    )
     return figure
 
 
@@ -829,24 +987,29 @@ def _correlation_section(metrics: Mapping[str, Any]) -> ReportSection:
         return np.array([[np.nan if value is None else value for value in row] for row in matrix])
 
     original, synthetic = as_array(correlation["original"]), as_array(correlation["synthetic"])
-    size = min(4.5, 1.5 + 0.25 * len(names))
-    figure = Figure(figsize=(3 * size + 1.5, size))
+    difference = np.abs(original - synthetic)
+    largest = float(np.nanmax(difference)) if np.isfinite(difference).any() else 0.0
+    # the difference panel's scale ends at the largest difference rounded up to 0.1 (at least 0.1), so
+    # small differences are visible instead of all near-white on a 0-1 scale
+    scale = min(1.0, max(0.1, math.ceil(largest * 10 - 1e-9) / 10))
+    size = min(6.0, 2.0 + 0.3 * len(names))
+    figure = Figure(figsize=(3 * size + 2.0, size + 0.6))
     panels = [
-        ("source", original, "RdBu_r", -1.0),
-        ("synthetic", synthetic, "RdBu_r", -1.0),
-        ("|difference|", np.abs(original - synthetic), "Greys", 0.0),
+        ("source", original, "RdBu_r", -1.0, 1.0),
+        ("synthetic", synthetic, "RdBu_r", -1.0, 1.0),
+        (f"|difference| (scale 0–{scale:.1f})", difference, "Oranges", 0.0, scale),
     ]
     show_labels = len(names) <= 30
     ticks = np.arange(len(names)) if show_labels else []
     tick_labels = [_shorten(name, 14) for name in names] if show_labels else []
     all_axes = figure.subplots(1, 3)
     images = []
-    for axes, (title, values, colormap, low) in zip(all_axes, panels, strict=True):
-        images.append(axes.imshow(values, cmap=colormap, vmin=low, vmax=1.0))
-        axes.set_title(title, fontsize=9)
-        axes.set_xticks(ticks, tick_labels, rotation=90, fontsize=6)
+    for axes, (title, values, colormap, low, high) in zip(all_axes, panels, strict=True):
+        images.append(axes.imshow(values, cmap=colormap, vmin=low, vmax=high))
+        axes.set_title(title, fontsize=10)
+        axes.set_xticks(ticks, tick_labels, rotation=90, fontsize=8)
         axes.set_yticks([])
-    all_axes[0].set_yticks(ticks, tick_labels, fontsize=6)
+    all_axes[0].set_yticks(ticks, tick_labels, fontsize=8)
     # source and synthetic share one scale, so one colour bar; ticks made once each (they are costly)
     figure.colorbar(images[1], ax=list(all_axes[:2]), shrink=0.7)
     figure.colorbar(images[2], ax=[all_axes[2]], shrink=0.7)
@@ -855,7 +1018,8 @@ def _correlation_section(metrics: Mapping[str, Any]) -> ReportSection:
         "timestamps as seconds); string columns have no meaningful order and are compared by the 2-dim TVD "
         "instead. Empty cells: undefined (a constant column, or fewer than "
         f"{metrics['settings'].get('min_correlation_rows', DEFAULT_MIN_CORRELATION_ROWS)} rows where both "
-        "columns are present). The difference scale saturates at 1.</p>"
+        f"columns are present). The difference panel's colour scale ends at {scale:.1f}, the largest "
+        "difference rounded up; the correlation panels go from &minus;1 (blue) to 1 (red).</p>"
     )
     return ReportSection(
         "Correlations: source | synthetic | difference", note + figure_to_img_tag(figure, "correlations")
@@ -869,12 +1033,14 @@ def _pairs_section(metrics: Mapping[str, Any]) -> ReportSection:
     worst = sorted(pairs, key=lambda pair: pair["tvd"], reverse=True)[:10]
     rows = "".join(
         f"<tr><td>{html.escape(pair['columns'][0])}</td><td>{html.escape(pair['columns'][1])}</td>"
-        f"<td>{fmt_number(pair['tvd'])}</td><td>{fmt_number(pair['corr_abs_diff'])}</td></tr>"
+        f"<td>{fmt_number(pair['tvd'])}</td><td>{fmt_number(pair.get('sample_tvd'))}</td>"
+        f"<td>{fmt_number(pair.get('independent_tvd'))}</td><td>{fmt_number(pair['corr_abs_diff'])}</td></tr>"
         for pair in worst
     )
     return ReportSection(
         "Column pairs with the largest 2-dim TVD",
-        "<table><tr><th>column</th><th>column</th><th>2-dim TVD</th><th>|corr diff|</th></tr>"
+        "<table><tr><th>column</th><th>column</th><th>2-dim TVD</th><th>sample of the source</th>"
+        "<th>columns independent</th><th>|corr diff|</th></tr>"
         f"{rows}</table><p>All {len(metrics['pairs'])} pairs are in the metrics JSON.</p>",
     )
 
@@ -900,6 +1066,7 @@ figcaption { font-size: .85em; font-weight: 600; } .kind { color: #888; font-wei
 .note, footer { color: #666; font-size: .85em; } .scroll { overflow-x: auto; }
 .headline { font-size: 1.3em; } .headline strong { font-size: 1.4em; }
 td.score { font-weight: 600; }
+figure.flagged { border: 2px solid #d9822b; } .reasons { color: #a85d00; font-weight: normal; max-width: 28em; }
 .attention { border-left: 4px solid #d9822b; background: #fdf6ec; padding: .3em 1em; margin: .8em 0; }
 .attention h3 { margin: .3em 0; font-size: 1em; color: #a85d00; }
 .ok { border-left: 4px solid #3a8f3a; background: #eef7ee; padding: .5em 1em; }

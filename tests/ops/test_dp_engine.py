@@ -149,6 +149,12 @@ def test_the_quality_report_holds_the_dp_evaluation(tmp_path):
     assert all(0 <= evaluation[k]["suppressed_share"] <= 1 for k in evaluation)
     page = result.report_path.read_text(encoding="utf-8")
     assert "DP marginals: combinations by length" in page and "fabricated combinations" in page
+    # the budget this output spent, next to what it is spent on
+    budget = result.metrics["dp_budget"]
+    assert budget["epsilon_spent"] == pytest.approx(4.0)  # the configured epsilon, all of it
+    assert budget["epsilon_records"] + budget["epsilon_marginals"] == pytest.approx(4.0)
+    assert budget["identity"] == result.source_table
+    assert "Differential privacy budget" in page and "&epsilon; spent" in page
     saved = json.loads(result.report_path.with_name(result.report_path.stem + ".metrics.json").read_text())
     assert saved["metrics"]["dp_marginals_evaluation"]["by_length"]["3"] == evaluation["3"]
 

@@ -276,3 +276,31 @@ def test_a_report_without_run_id_never_overwrites_another(tmp_path):
         for _ in range(3)
     }
     assert len(paths) == 3 and all(path.is_file() for path in paths)
+
+
+def test_a_zero_inflated_column_shows_its_zeros_and_the_spread_of_the_rest():
+    rng = np.random.default_rng(11)
+    rain = np.where(rng.random(5_000) < 0.93, 0.0, np.round(rng.exponential(0.2, 5_000), 2) + 0.01)
+    column = compute_quality(pd.DataFrame({"rain": rain}), pd.DataFrame({"rain": rain}))["columns"]["rain"]
+    assert column["bins"][0] == "= 0"
+    assert 0.92 <= column["original_share"][0] <= 0.94
+    rest = column["original_share"][1:]
+    assert len(rest) >= 5 and all(0.005 <= share <= 0.03 for share in rest)  # the 7 % spread over bins
+
+
+def test_no_bin_of_unnamed_values_is_larger_than_the_largest_named_one():
+    rng = np.random.default_rng(12)
+    # 20 frequent airports and a long tail of 80 smaller ones holding a third of the rows
+    frequent = rng.choice([f"A{i:02d}" for i in range(20)], 6_600)
+    tail = rng.choice([f"T{i:02d}" for i in range(80)], 3_400)
+    dest = pd.DataFrame({"dest": np.concatenate([frequent, tail])})
+    column = compute_quality(dest, dest.copy())["columns"]["dest"]
+    named = [share for label, share in zip(column["bins"], column["original_share"]) if label[0] == "A"]
+    grouped = [share for label, share in zip(column["bins"], column["original_share"]) if label[0] == "v"]
+    assert len(named) == 20 and grouped and max(grouped) <= max(named)
+    assert abs(sum(named) + sum(grouped) - 1.0) < 0.01
+    # many similar-sized values (a tail number): rank groups of about 5 % each, no value named
+    tails = pd.DataFrame({"tailnum": rng.choice([f"N{i:04d}" for i in range(3_000)], 20_000)})
+    column = compute_quality(tails, tails.copy())["columns"]["tailnum"]
+    assert all(label.startswith("values ranked ") for label in column["bins"])
+    assert 15 <= len(column["bins"]) <= 21 and max(column["original_share"]) < 0.1
