@@ -295,8 +295,16 @@ def test_no_bin_of_unnamed_values_is_larger_than_the_largest_named_one():
     tail = rng.choice([f"T{i:02d}" for i in range(80)], 3_400)
     dest = pd.DataFrame({"dest": np.concatenate([frequent, tail])})
     column = compute_quality(dest, dest.copy())["columns"]["dest"]
-    named = [share for label, share in zip(column["bins"], column["original_share"]) if label[0] == "A"]
-    grouped = [share for label, share in zip(column["bins"], column["original_share"]) if label[0] == "v"]
+    named = [
+        share
+        for label, share in zip(column["bins"], column["original_share"], strict=True)
+        if label[0] == "A"
+    ]
+    grouped = [
+        share
+        for label, share in zip(column["bins"], column["original_share"], strict=True)
+        if label[0] == "v"
+    ]
     assert len(named) == 20 and grouped and max(grouped) <= max(named)
     assert abs(sum(named) + sum(grouped) - 1.0) < 0.01
     # many similar-sized values (a tail number): rank groups of about 5 % each, no value named
