@@ -6,15 +6,21 @@ count never leaves this module except as the precision-limit row check the refer
 
 Two paths:
 - implicit entities (no AID columns): every row is its own entity, so the entity count is the row
-  count and the entity seed is the XOR of the row hashes (one `bitwise_xor.reduceat`);
-- AID columns: per column, the distinct (node, entity) pairs are found by one sort, giving distinct
-  entity counts, XOR seeds of the distinct entities and each entity's contribution; the ten heaviest
-  entities per node drive outlier/top flattening.
+  count and the entity seed is the XOR of the row hashes (two lookups in a prefix XOR);
+- AID columns: per column, a node's distinct entities are its rows minus its "repeat rows" (rows whose
+  entity already has a row earlier in the node). Within one tree, the previous row of the same entity
+  stays in the same node down to the depth at which the two rows' codes first differ, so every row
+  that repeats an entity is found once per tree, labelled with that depth, and each level counts and
+  XORs only the repeat rows still inside their node (prefix lookups), not all rows. Nodes whose count
+  can reach an output and that hold an entity with several rows rank their ten heaviest entities for
+  outlier/top flattening from their repeat rows (all their rows only when fewer than ten entities
+  repeat). Arbitrary row subsets (the 1-dim push-down) find the distinct (node, entity) pairs by sort.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,22 +39,30 @@ class Entities:
     hashes: tuple[np.ndarray, ...]
     ids: tuple[np.ndarray, ...] | None
     entity_hashes: tuple[np.ndarray, ...] | None  # hash per dense entity index
+    # The root of every tree holds all rows: its heaviest entities per AID column, ranked once.
+    root_top: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def implicit(self) -> bool:
         return self.ids is None
 
 
+SharedLevels = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
 class SortedEntities:
     """Entity data of rows in one order, prepared so that any contiguous range is cheap to count.
 
     Implicit entities need only the XOR prefix of the row hashes (a range's seed is two lookups);
-    AID columns keep the dense entity ids in that order.
+    AID columns keep the dense entity ids in that order and, when the order is a tree's and
+    `shared_levels(p, q)` gives the number of tree levels positions p < q share (their node is the same
+    down to that depth), each column's repeat rows (`EntityRepeats`) for counting tree levels.
     """
 
-    def __init__(self, entities: Entities, order: np.ndarray):
+    def __init__(self, entities: Entities, order: np.ndarray, shared_levels: SharedLevels | None = None):
         self.entities = entities
         self.implicit = entities.implicit
+        self.repeats = None
         if entities.implicit:
             prefix = np.zeros(order.size + 1, dtype=np.uint64)
             np.bitwise_xor.accumulate(entities.hashes[0][order], out=prefix[1:])
@@ -57,6 +71,211 @@ class SortedEntities:
         else:
             self.xor_prefix = None
             self.ids = tuple(ids[order] for ids in entities.ids)
+            if shared_levels is not None:
+                self.repeats = tuple(
+                    EntityRepeats(
+                        ids, hashes[order], entity_hashes, shared_levels, entities.root_top.setdefault(a, {})
+                    )
+                    for a, (ids, hashes, entity_hashes) in enumerate(
+                        zip(self.ids, entities.hashes, entities.entity_hashes, strict=True)
+                    )
+                )
+
+
+class EntityRepeats:
+    """One AID column's rows in a tree's order, indexed by the rows that repeat an entity.
+
+    Row q repeats its entity in a node iff the entity's previous row p (in this order) is in the same
+    node, i.e. iff the node's depth is at most the levels p and q share. Per depth, the repeat rows
+    still inside their node form a shrinking sorted subset, so a node's repeat count and XOR are two
+    lookups in that subset's prefix arrays, and the node's distinct entities follow from its rows with
+    an AID (a prefix count) and the XOR of their hashes (a prefix XOR).
+    """
+
+    def __init__(self, ids, row_hashes, entity_hashes, shared_levels: SharedLevels, root_top: dict):
+        n = ids.size
+        self._root_top = root_top
+        self.ids = ids
+        self.entity_hashes = entity_hashes
+        self.known_prefix = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(ids >= 0, out=self.known_prefix[1:])
+        self.xor_prefix = np.zeros(n + 1, dtype=np.uint64)
+        np.bitwise_xor.accumulate(row_hashes, out=self.xor_prefix[1:])
+        # (entity, position) in one sorted uint64: each entity's rows are then consecutive.
+        row_bits = max(1, (n - 1).bit_length())
+        packed = (ids + 1).astype(np.uint64) << np.uint64(row_bits)
+        packed |= np.arange(n, dtype=np.uint64)
+        packed.sort()
+        entity = packed >> np.uint64(row_bits)
+        position = (packed & np.uint64((1 << row_bits) - 1)).astype(np.int32 if n < 2**31 else np.int64)
+        del packed
+        again = np.flatnonzero((entity[1:] == entity[:-1]) & (entity[1:] != 0))
+        # Repeat rows in entity order (each entity's rows by position) with their previous row.
+        self._row, self._previous = position[again + 1], position[again]
+        self._entity = (entity[again + 1] - np.uint64(1)).astype(np.int64)
+        self._row_shared = shared_levels(self._previous, self._row)
+        del entity, position, again
+        # The same rows sorted by position, with the shared levels in the low byte of one packed key.
+        packed = self._row.astype(np.uint64) << np.uint64(8)
+        packed |= self._row_shared.astype(np.uint64)
+        packed.sort()
+        self._positions = (packed >> np.uint64(8)).astype(self._row.dtype)
+        self._shared = (packed & np.uint64(0xFF)).astype(np.uint8)
+        del packed
+        self._hashes = row_hashes[self._positions]
+        self._depth = -1
+        self._xor = np.zeros(1, dtype=np.uint64)
+
+    def _at_depth(self, depth: int) -> None:
+        """Keep the repeat rows that still share their node at `depth` (depths come in increasing order)."""
+        if depth == self._depth:
+            return
+        keep = self._shared >= depth
+        if not keep.all():
+            self._positions, self._shared, self._hashes = (
+                self._positions[keep],
+                self._shared[keep],
+                self._hashes[keep],
+            )
+        self._xor = np.zeros(self._positions.size + 1, dtype=np.uint64)
+        np.bitwise_xor.accumulate(self._hashes, out=self._xor[1:])
+        self._depth = depth
+
+    def level_stats(self, depth: int, starts: np.ndarray, ends: np.ndarray) -> _EntityStats:
+        self._at_depth(depth)
+        first = np.searchsorted(self._positions, starts)
+        stop = np.searchsorted(self._positions, ends)
+        repeats = stop - first
+        known = self.known_prefix[ends] - self.known_prefix[starts]
+        distinct = known - repeats
+        seed = self.xor_prefix[ends] ^ self.xor_prefix[starts] ^ self._xor[stop] ^ self._xor[first]
+        return _EntityStats(
+            distinct=distinct,
+            seed=seed,
+            unaccounted=((ends - starts) - known).astype(np.float64),
+            known=known,
+            several=repeats > 0,
+            top_entities=lambda nodes, top_n: self._top_entities(starts, ends, distinct, nodes, top_n),
+        )
+
+    def _top_entities(self, starts, ends, distinct, nodes, top_n):
+        if self._depth == 0:  # the root (all rows): the same in every tree
+            if top_n not in self._root_top:
+                self._root_top[top_n] = self._rank_nodes(starts, ends, distinct, nodes, top_n)
+            return self._root_top[top_n]
+        return self._rank_nodes(starts, ends, distinct, nodes, top_n)
+
+    def _rank_nodes(self, starts, ends, distinct, nodes, top_n):
+        """Heaviest entities of `nodes` (a level's nodes [starts, ends)) from the repeat rows: in entity
+        order, an entity's repeat rows in one node are a chain of entries each following the previous
+        one's row, and c rows in the node make c - 1 entries. A node with fewer than `top_n` entities
+        of several rows also ranks its entities of one row, from all its rows."""
+        keep = self._row_shared >= self._depth
+        if not keep.all():  # the entity-order copy is narrowed only when a level needs it
+            self._row, self._previous, self._entity, self._row_shared = (
+                self._row[keep],
+                self._previous[keep],
+                self._entity[keep],
+                self._row_shared[keep],
+            )
+        chain_start = np.flatnonzero(np.r_[True, self._previous[1:] != self._row[:-1]])
+        first_row = self._row[chain_start]
+        node = np.searchsorted(starts, first_row, side="right") - 1
+        # Repeat rows whose node was not stored at this level (too few rows) belong to no node.
+        inside = node >= 0
+        inside[inside] = first_row[inside] < ends[node[inside]]
+        index = np.full(starts.size, -1, dtype=np.int64)
+        index[nodes] = np.arange(nodes.size)
+        chain_node = np.full(node.size, -1, dtype=np.int64)
+        chain_node[inside] = index[node[inside]]
+        selected = chain_node >= 0
+        pair_node, entity = chain_node[selected], self._entity[chain_start[selected]]
+        contribution = np.diff(np.r_[chain_start, self._row.size])[selected] + 1
+        candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
+        ranked = np.bincount(pair_node, minlength=nodes.size)
+        pair_node, entity, contribution = pair_node[candidates], entity[candidates], contribution[candidates]
+        top = _rank_top(pair_node, self.entity_hashes[entity], contribution, nodes.size, top_n)
+        all_rows = np.flatnonzero((ranked < top_n) & (distinct[nodes] > ranked))
+        if all_rows.size:
+            counts = (ends - starts)[nodes[all_rows]]
+            rows = _concatenated_ranges(starts[nodes[all_rows]], counts)
+            ids = self.ids[rows]
+            row_node = np.repeat(np.arange(all_rows.size, dtype=np.int64), counts)
+            known = ids >= 0
+            pair_node, entity, contribution = _distinct_pairs(
+                row_node[known], ids[known], self.entity_hashes.size
+            )
+            # Fewer than top_n entities have several rows, so the ranked one-row entities are among the
+            # top_n smallest entity indices of the node (pairs come sorted by node, then entity).
+            node_start = np.searchsorted(pair_node, np.arange(all_rows.size))
+            smallest = (np.arange(pair_node.size) - node_start[pair_node]) < top_n
+            candidates = np.flatnonzero(smallest | (contribution > 1))
+            pair_node, entity, contribution = (
+                pair_node[candidates],
+                entity[candidates],
+                contribution[candidates],
+            )
+            top_contribution, top_hash = _rank_top(
+                pair_node, self.entity_hashes[entity], contribution, all_rows.size, top_n
+            )
+            top[0][all_rows], top[1][all_rows] = top_contribution, top_hash
+        return top
+
+
+def _distinct_pairs(node: np.ndarray, ids: np.ndarray, entity_count: int):
+    """Distinct (node, entity) pairs of rows with known entities, sorted by node then entity, with the
+    number of rows of each pair."""
+    n_entities = max(entity_count, 1)
+    pair_key = node * n_entities + ids
+    pair_key.sort()
+    if pair_key.size == 0:
+        return pair_key, pair_key, pair_key
+    first_positions = np.flatnonzero(np.r_[True, pair_key[1:] != pair_key[:-1]])
+    rows = np.diff(np.r_[first_positions, pair_key.size]).astype(np.int64)
+    unique_keys = pair_key[first_positions]
+    return unique_keys // n_entities, unique_keys % n_entities, rows
+
+
+def _top_candidates(pair_node, contribution, n_nodes, top_n, cap: int = 15) -> np.ndarray:
+    """Positions of the pairs that can be among their node's `top_n` heaviest: per node, those whose
+    contribution (capped at `cap`) is at least the top_n-th largest capped contribution there."""
+    capped = np.minimum(contribution, cap)
+    histogram = np.bincount(pair_node * (cap + 1) + capped, minlength=n_nodes * (cap + 1))
+    at_least = np.cumsum(histogram.reshape(n_nodes, cap + 1)[:, ::-1], axis=1)[:, ::-1]
+    # Largest c with at least top_n pairs of capped contribution >= c (0 if the node has fewer pairs).
+    threshold = (at_least >= top_n).sum(axis=1) - 1
+    return np.flatnonzero(capped >= np.maximum(threshold, 0)[pair_node])
+
+
+def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
+    """(contribution, hash) matrices (n_nodes, top_n) of each node's heaviest entities, heaviest first;
+    ties keep the order of the pairs (each node's entities must come in entity-index order)."""
+    top_contribution = np.zeros((n_nodes, top_n))
+    top_hash = np.zeros((n_nodes, top_n), dtype=np.uint64)
+    n = pair_node.size
+    if n == 0:
+        return top_contribution, top_hash
+    max_contribution = int(contribution.max())
+    index_bits, rank_bits = max(1, (n - 1).bit_length()), max_contribution.bit_length()
+    if index_bits + rank_bits + max(1, (n_nodes - 1).bit_length()) <= 64:
+        # One plain sort of (node, contribution rank, position) packed into a uint64.
+        key = pair_node.astype(np.uint64) << np.uint64(rank_bits + index_bits)
+        key |= (max_contribution - contribution).astype(np.uint64) << np.uint64(index_bits)
+        key |= np.arange(n, dtype=np.uint64)
+        key.sort()
+        order = (key & np.uint64((1 << index_bits) - 1)).astype(np.int64)
+    else:
+        order = np.argsort(
+            pair_node * (max_contribution + 1) + (max_contribution - contribution), kind="stable"
+        )
+    ranked_node = pair_node[order]
+    node_start = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(pair_node, minlength=n_nodes), out=node_start[1:])
+    rank = np.arange(n) - node_start[ranked_node]
+    keep = rank < top_n
+    top_contribution[ranked_node[keep], rank[keep]] = contribution[order][keep]
+    top_hash[ranked_node[keep], rank[keep]] = pair_hash[order][keep]
+    return top_contribution, top_hash
 
 
 def _concatenated_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -70,15 +289,14 @@ def _concatenated_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 @dataclass
 class _EntityStats:
-    """One AID column's entities per node, and the distinct (node, entity) pairs behind them."""
+    """One AID column's entities per node."""
 
     distinct: np.ndarray  # distinct non-null entities per node
     seed: np.ndarray  # XOR of their hashes
-    unaccounted: np.ndarray  # rows with a null AID per node
-    pair_node: np.ndarray  # per distinct pair, sorted by node
-    pair_hash: np.ndarray
-    contribution: np.ndarray  # rows of the pair's entity in the node
-    heaviest: np.ndarray  # largest contribution per node
+    unaccounted: np.ndarray  # rows with a null AID per node (float)
+    known: np.ndarray  # rows with a non-null AID per node
+    several: np.ndarray  # bool: some entity has more than one row in the node
+    top_entities: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]  # (nodes, n) -> heaviest n
 
 
 @dataclass
@@ -131,18 +349,37 @@ class CountAnonymizer:
         ends = np.r_[starts[1:], rows.size]
         return self.count_ranges(SortedEntities(entities, rows), starts, ends, bucket_seeds)
 
+    def low_count(self, sorted_entities: SortedEntities, start: int, end: int) -> bool:
+        """The LCF decision alone for the rows at positions [start, end) of `sorted_entities`' order."""
+        starts, ends = np.array([start], dtype=np.int64), np.array([end], dtype=np.int64)
+        if sorted_entities.implicit:
+            prefix = sorted_entities.xor_prefix
+            return bool(self._thresholds(ends - starts, prefix[ends] ^ prefix[starts])[0][0])
+        return any(
+            bool(self._thresholds(stats.distinct, stats.seed)[0][0])
+            for stats in _range_stats(sorted_entities, starts, ends)
+        )
+
     def count_ranges(
-        self, sorted_entities: SortedEntities, starts: np.ndarray, ends: np.ndarray, bucket_seeds: np.ndarray
+        self,
+        sorted_entities: SortedEntities,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        bucket_seeds: np.ndarray,
+        depth: int | None = None,
     ) -> NodeCounts:
-        """Anonymize nodes given as [start, end) ranges of positions in `sorted_entities`' row order."""
+        """Anonymize nodes given as [start, end) ranges of positions in `sorted_entities`' row order
+        (`depth`: the nodes are one level of the tree whose order that is, visited in increasing depth)."""
         counts = (ends - starts).astype(np.int64)
         if sorted_entities.implicit:
             prefix = sorted_entities.xor_prefix
             entity_seed = prefix[ends] ^ prefix[starts]
             return self._count_implicit(entity_seed, counts, bucket_seeds)
-        positions = _concatenated_ranges(starts, counts)
-        row_ids = tuple(ids[positions] for ids in sorted_entities.ids)
-        return self._count_explicit(sorted_entities.entities, row_ids, counts, bucket_seeds)
+        if sorted_entities.repeats is not None and depth is not None:
+            per_column = [repeats.level_stats(depth, starts, ends) for repeats in sorted_entities.repeats]
+        else:
+            per_column = _range_stats(sorted_entities, starts, ends)
+        return self._count_explicit(per_column, counts, bucket_seeds)
 
     def _count_implicit(self, entity_seed, counts, bucket_seeds) -> NodeCounts:
         lcf_low, sing_low, range_low = self._thresholds(counts, entity_seed)
@@ -151,9 +388,8 @@ class CountAnonymizer:
         noisy = np.maximum(np.rint(counts + noise), 1).astype(np.int64)
         return NodeCounts(lcf_low, sing_low, range_low, noisy, counts)
 
-    def _count_explicit(self, entities: Entities, row_ids, counts, bucket_seeds) -> NodeCounts:
+    def _count_explicit(self, per_column: list[_EntityStats], counts, bucket_seeds) -> NodeCounts:
         n_nodes = counts.size
-        node_of_row = np.repeat(np.arange(n_nodes, dtype=np.int64), counts)
         lcf_low = np.zeros(n_nodes, dtype=bool)
         sing_low = np.zeros(n_nodes, dtype=bool)
         range_low = np.zeros(n_nodes, dtype=bool)
@@ -162,10 +398,6 @@ class CountAnonymizer:
         best_sd = np.full(n_nodes, -1.0)
         best_noise = np.zeros(n_nodes)
         no_count = np.zeros(n_nodes, dtype=bool)
-        per_column = [
-            self._distinct_entities(ids, node_of_row, entity_hashes, n_nodes)
-            for ids, entity_hashes in zip(row_ids, entities.entity_hashes, strict=True)
-        ]
         for entity_stats in per_column:
             lows = self._thresholds(entity_stats.distinct, entity_stats.seed)
             lcf_low |= lows[0]
@@ -188,29 +420,6 @@ class CountAnonymizer:
         noisy = np.where(no_count, 0.0, np.rint(best_count + best_noise))
         return NodeCounts(lcf_low, sing_low, range_low, np.maximum(noisy, 1).astype(np.int64), counts)
 
-    @staticmethod
-    def _distinct_entities(ids, node_of_row, entity_hashes, n_nodes) -> _EntityStats:
-        """Distinct (node, entity) pairs of one AID column with each entity's contribution (rows)."""
-        known = ids >= 0
-        unaccounted = np.bincount(node_of_row[~known], minlength=n_nodes).astype(np.float64)
-        n_entities = max(entity_hashes.size, 1)
-        pair_key = node_of_row[known] * n_entities + ids[known]
-        pair_key.sort()
-        is_first = np.r_[True, pair_key[1:] != pair_key[:-1]] if pair_key.size else np.zeros(0, bool)
-        first_positions = np.flatnonzero(is_first)
-        contribution = np.diff(np.r_[first_positions, pair_key.size]).astype(np.int64)
-        unique_keys = pair_key[first_positions]
-        pair_node = unique_keys // n_entities
-        pair_hash = entity_hashes[unique_keys % n_entities]
-        distinct = np.bincount(pair_node, minlength=n_nodes)
-        seed = np.zeros(n_nodes, dtype=np.uint64)
-        heaviest = np.zeros(n_nodes, dtype=np.int64)
-        if pair_node.size:
-            node_first = np.flatnonzero(np.r_[True, pair_node[1:] != pair_node[:-1]])
-            seed[pair_node[node_first]] = np.bitwise_xor.reduceat(pair_hash, node_first)
-            heaviest[pair_node[node_first]] = np.maximum.reduceat(contribution, node_first)
-        return _EntityStats(distinct, seed, unaccounted, pair_node, pair_hash, contribution, heaviest)
-
     def _flatten(self, stats: _EntityStats, counted: np.ndarray):
         """Per node: flattening, flattened row sum and noise SD (Diffix outlier/top flattening).
 
@@ -221,44 +430,24 @@ class CountAnonymizer:
         true_sum = stats.distinct.astype(np.float64)  # every entity contributes one row ...
         flattening = np.zeros(n_nodes)
         top_average = np.where(stats.distinct > 0, 1.0, 0.0)
-        heavy = np.flatnonzero(counted & (stats.heaviest > 1))  # ... except in these nodes
+        heavy = np.flatnonzero(counted & stats.several)  # ... except in these nodes
         if heavy.size:
-            index = np.full(n_nodes, -1, dtype=np.int64)
-            index[heavy] = np.arange(heavy.size)
-            in_heavy = index[stats.pair_node] >= 0
-            node = index[stats.pair_node[in_heavy]]
-            flattening[heavy], true_sum[heavy], top_average[heavy] = self._flatten_nodes(
-                node,
-                stats.pair_hash[in_heavy],
-                stats.contribution[in_heavy],
-                stats.distinct[heavy],
+            top_n = self.params.outlier_count.upper + self.params.top_count.upper
+            top_contribution, top_hash = stats.top_entities(heavy, top_n)
+            flattening[heavy], top_average[heavy] = self._flatten_top(
+                top_contribution, top_hash, stats.distinct[heavy]
             )
+            true_sum[heavy] = stats.known[heavy]
         flattened = np.maximum(true_sum - flattening, 0.0)
         sd = self.params.layer_noise_sd * np.maximum(
             flattened / np.maximum(stats.distinct, 1), 0.5 * top_average
         )
         return flattening, flattened, sd
 
-    def _flatten_nodes(self, pair_node, pair_hash, contribution, distinct):
-        """Flattening, true row sum and top-group average for nodes 0..n-1 from their entity pairs."""
-        n_nodes = distinct.size
+    def _flatten_top(self, top_contribution, top_hash, distinct):
+        """Flattening and top-group average of nodes from their heaviest entities (rows, hashes)."""
         outlier, top = self.params.outlier_count, self.params.top_count
-        top_n = outlier.upper + top.upper
-        # Heaviest entities first within each node; ties keep the entity-index order (deterministic).
-        max_contribution = int(contribution.max()) if contribution.size else 0
-        order = np.argsort(
-            pair_node * (max_contribution + 1) + (max_contribution - contribution), kind="stable"
-        )
-        ranked_node = pair_node[order]
-        node_start = np.zeros(n_nodes + 1, dtype=np.int64)
-        np.cumsum(distinct, out=node_start[1:])
-        rank = np.arange(order.size) - node_start[ranked_node]
-        keep = rank < top_n
-        top_contribution = np.zeros((n_nodes, top_n))
-        top_hash = np.zeros((n_nodes, top_n), dtype=np.uint64)
-        top_contribution[ranked_node[keep], rank[keep]] = contribution[order][keep]
-        top_hash[ranked_node[keep], rank[keep]] = pair_hash[order][keep]
-
+        top_n = top_contribution.shape[1]
         shortfall = np.maximum(top_n - distinct, 0)
         outlier_upper = np.maximum(outlier.upper - shortfall // 2, outlier.lower)
         top_upper = np.maximum(top.upper - (shortfall + 1) // 2, top.lower)
@@ -273,5 +462,49 @@ class CountAnonymizer:
         top_average = (top_contribution * in_top_group).sum(axis=1) / np.maximum(top_count, 1)
         is_outlier = columns[None, :] < outlier_count[:, None]
         flattening = (np.maximum(top_contribution - top_average[:, None], 0.0) * is_outlier).sum(axis=1)
-        true_sum = np.bincount(pair_node, weights=contribution, minlength=n_nodes)
-        return flattening, true_sum, top_average
+        return flattening, top_average
+
+
+def _range_stats(sorted_entities: SortedEntities, starts: np.ndarray, ends: np.ndarray) -> list[_EntityStats]:
+    """Per AID column, the entities of the position ranges [starts, ends) from all their rows."""
+    counts = ends - starts
+    positions = _concatenated_ranges(starts, counts)
+    node_of_row = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    return [
+        _pair_stats(ids[positions], node_of_row, entity_hashes, counts.size)
+        for ids, entity_hashes in zip(
+            sorted_entities.ids, sorted_entities.entities.entity_hashes, strict=True
+        )
+    ]
+
+
+def _pair_stats(ids, node_of_row, entity_hashes, n_nodes) -> _EntityStats:
+    """One AID column's entities per node from the distinct (node, entity) pairs of all its rows."""
+    known = ids >= 0
+    unaccounted = np.bincount(node_of_row[~known], minlength=n_nodes)
+    pair_node, entity, contribution = _distinct_pairs(node_of_row[known], ids[known], entity_hashes.size)
+    pair_hash = entity_hashes[entity]
+    distinct = np.bincount(pair_node, minlength=n_nodes)
+    seed = np.zeros(n_nodes, dtype=np.uint64)
+    heaviest = np.zeros(n_nodes, dtype=np.int64)
+    if pair_node.size:
+        node_first = np.flatnonzero(np.r_[True, pair_node[1:] != pair_node[:-1]])
+        seed[pair_node[node_first]] = np.bitwise_xor.reduceat(pair_hash, node_first)
+        heaviest[pair_node[node_first]] = np.maximum.reduceat(contribution, node_first)
+
+    def top_entities(nodes: np.ndarray, top_n: int):
+        index = np.full(n_nodes, -1, dtype=np.int64)
+        index[nodes] = np.arange(nodes.size)
+        selected = index[pair_node] >= 0
+        return _rank_top(
+            index[pair_node[selected]], pair_hash[selected], contribution[selected], nodes.size, top_n
+        )
+
+    return _EntityStats(
+        distinct=distinct,
+        seed=seed,
+        unaccounted=unaccounted.astype(np.float64),
+        known=np.bincount(node_of_row, minlength=n_nodes) - unaccounted,
+        several=heaviest > 1,
+        top_entities=top_entities,
+    )

@@ -22,6 +22,7 @@ way in the sub-trees' levels.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import combinations
 
 import numpy as np
@@ -235,7 +236,7 @@ class Forest:
             row_limit = self._row_limit(base_seed)
             # One value order serves the push-down and the tree (rows of equal value in any order).
             value_order = np.argsort(self.values[:, columns[0]], kind="stable")
-            depth_offset = self._push_down(columns[0], base_seed, row_limit, value_order)
+            depth_offset = self._push_down(columns[0], row_limit, value_order)
             max_depth = MAX_DEPTH
         else:
             sub_depth = max(len(self.trees[s].levels) for s in combinations(columns, k - 1))
@@ -261,7 +262,8 @@ class Forest:
             sorted_first = self.values[order, columns[0]]
             self._store_ranks(columns[0], order, sorted_first)
         changes = [_change_counts(self._ranks[j].take(order)) for j in columns] if k > 1 else []
-        entities = SortedEntities(self.entities, order)
+
+        entities = SortedEntities(self.entities, order, partial(_shared_levels, sorted_code, code_levels, k))
         if order.size < 2**31:
             order = order.astype(np.int32)  # node storage: half the bytes per representative row
         layout = _SortedLayout(
@@ -346,7 +348,7 @@ class Forest:
             for j, column in enumerate(tree.columns):
                 point_seed ^= hash_floats(self.values[rep_row[nodes], column], j)
             seeds[nodes] = point_seed
-        counts = self.anonymizer.count_ranges(layout.entities, starts, ends, seeds)
+        counts = self.anonymizer.count_ranges(layout.entities, starts, ends, seeds, depth)
         if k > 1:
             stub = np.ones(n, dtype=bool)
             for i, sub_tree in enumerate(sub_trees):
@@ -407,17 +409,16 @@ class Forest:
             return limit
         return int(limit + self.salt.uniform_int(base_seed, "precision_limit", -jitter, jitter)[0])
 
-    def _push_down(self, column: int, base_seed: int, row_limit: int, order: np.ndarray) -> int:
+    def _push_down(self, column: int, row_limit: int, order: np.ndarray) -> int:
         """Narrow the column's range while exactly one half of it is low; returns the levels pushed.
         `order` sorts the column's values."""
         values = self.values[:, column]
         sorted_values = values[order]
         if sorted_values[0] == sorted_values[-1]:
             return 0
-        root = self.anonymizer.count_nodes(
-            self.entities, order, np.zeros(1, np.int64), np.zeros(1, np.uint64)
-        )
-        if root.lcf_low[0]:
+        # Only the LCF decision of the root and the halves matters here (it needs no bucket seed).
+        ranges = SortedEntities(self.entities, order)
+        if self.anonymizer.low_count(ranges, 0, order.size):
             return 0
         low, size = float(self.low[column]), float(self.size[column])
         pushed = 0
@@ -426,16 +427,10 @@ class Forest:
                 break
             middle = low + size / 2
             split = int(np.searchsorted(sorted_values, middle, side="left"))
-            halves_low = [True, True]
-            present = [(0, split), (split, order.size)]
-            for half, (begin, end) in enumerate(present):
-                if end > begin:
-                    label = low + size / 4 + half * size / 2
-                    seed = np.array([base_seed], np.uint64) ^ hash_floats(np.array([label]), 0)
-                    counts = self.anonymizer.count_nodes(
-                        self.entities, order[begin:end], np.zeros(1, np.int64), seed
-                    )
-                    halves_low[half] = bool(counts.lcf_low[0])
+            halves_low = [
+                end <= begin or self.anonymizer.low_count(ranges, begin, end)
+                for begin, end in ((0, split), (split, order.size))
+            ]
             if halves_low[0] == halves_low[1]:
                 break
             if halves_low[0]:
@@ -465,25 +460,33 @@ class _SortedLayout:
         level; positions are grouped by level with one stable (radix) sort of the small level numbers.
         """
         if self._divergence is None:
-            differ = self.code[1:] ^ self.code[:-1]
-            # The float64 exponent field of the xor is 1022 + its bit length (0 for no difference);
-            # rounding to 53 bits can add one, only where the float is then an exact power of two.
-            exponent = differ.astype(np.float64).view(np.uint64)
-            power_of_two = (exponent & np.uint64(2**52 - 1)) == 0
-            exponent >>= np.uint64(52)
-            check = np.flatnonzero(power_of_two & (differ != 0))
-            rounded = check[(differ[check] >> (exponent[check] - np.uint64(1023))) == 0]
-            exponent[rounded] -= np.uint64(1)
-            # Exponent field -> level of the highest differing bit (no difference: past the last level).
-            bit_length = np.arange(2048) - 1022
-            level_of = np.where(bit_length >= 1, code_levels - (bit_length - 1) // k, code_levels + 1)
-            levels = np.clip(level_of, 0, code_levels + 1).astype(np.uint8).take(exponent.astype(np.intp))
+            levels = _first_difference_levels(self.code[1:] ^ self.code[:-1], code_levels, k)
             positions = np.argsort(levels, kind="stable") + 1
             offsets = np.zeros(code_levels + 3, dtype=np.int64)
             np.cumsum(np.bincount(levels, minlength=code_levels + 2), out=offsets[1:])
             self._divergence = (positions, offsets)
         positions, offsets = self._divergence
         return positions[offsets[level] : offsets[level + 1]]
+
+
+def _first_difference_levels(differ: np.ndarray, code_levels: int, k: int) -> np.ndarray:
+    """Level (1-based, uint8) of the highest set bit of each xor of two codes; code_levels + 1 for 0."""
+    # The float64 exponent field of the xor is 1022 + its bit length (0 for no difference);
+    # rounding to 53 bits can add one, only where the float is then an exact power of two.
+    exponent = differ.astype(np.float64).view(np.uint64)
+    power_of_two = (exponent & np.uint64(2**52 - 1)) == 0
+    exponent >>= np.uint64(52)
+    check = np.flatnonzero(power_of_two & (differ != 0))
+    rounded = check[(differ[check] >> (exponent[check] - np.uint64(1023))) == 0]
+    exponent[rounded] -= np.uint64(1)
+    bit_length = np.arange(2048) - 1022
+    level_of = np.where(bit_length >= 1, code_levels - (bit_length - 1) // k, code_levels + 1)
+    return np.clip(level_of, 0, code_levels + 1).astype(np.uint8).take(exponent.astype(np.intp))
+
+
+def _shared_levels(code: np.ndarray, code_levels: int, k: int, earlier: np.ndarray, later: np.ndarray):
+    """Levels that sorted positions `earlier` and `later` share: their node is one down to that depth."""
+    return _first_difference_levels(code[earlier] ^ code[later], code_levels, k) - np.uint8(1)
 
 
 def _sort_codes(code: np.ndarray, code_bits: int) -> tuple[np.ndarray, np.ndarray]:
