@@ -159,9 +159,20 @@ def validate(config_path: Path, verbose: bool) -> None:
     type=click.Path(path_type=Path, file_okay=False),
     help="Folder for the HTML quality reports (default: the config's report_dir, else none).",
 )
+@click.option(
+    "--progress-file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Append one JSON line per progress event (table, stage, fraction) to this file, opened and "
+    "closed per event: a monitor can tail it, or read it as a named pipe.",
+)
 @verbose_option
 def run(
-    config_path: Path, table_names: Sequence[str], dry_run: bool, report_dir: Path | None, verbose: bool
+    config_path: Path,
+    table_names: Sequence[str],
+    dry_run: bool,
+    report_dir: Path | None,
+    progress_file: Path | None,
+    verbose: bool,
 ) -> None:
     """Synthesize the tables of CONFIG into its target database, with lineage and quality reports."""
     _configure_logging(verbose)
@@ -173,7 +184,14 @@ def run(
         # reported once, before any table starts.
         config.source_url()
         config.target_url()
-        outcomes = run_tables(config, tables, dry_run=dry_run, report_dir=report_dir, verbose=verbose)
+        outcomes = run_tables(
+            config,
+            tables,
+            dry_run=dry_run,
+            report_dir=report_dir,
+            verbose=verbose,
+            progress_file=progress_file,
+        )
         print_summary(outcomes, dry_run=dry_run)
         print_report_location(report_dir or config.report_dir, outcomes)
     raise click.exceptions.Exit(exit_code(outcomes))
@@ -199,6 +217,7 @@ def run_tables(
     salt: bytes | None = None,
     verbose: bool = False,
     run_id: str | None = None,
+    progress_file: Path | None = None,
 ) -> list[TableOutcome]:
     """Run each table through the pipeline with a progress bar; one table's failure does not stop the rest.
 
@@ -251,7 +270,7 @@ def run_tables(
                     dry_run=dry_run,
                     salt=salt,
                     run_id=run_id,
-                    progress=_progress_callback(progress, task, name),
+                    progress=_progress_callback(progress, task, name, progress_file),
                 )
             except ConfigError as error:
                 problems = "; ".join(" ".join(problem.split()) for problem in error.problems)
@@ -291,10 +310,20 @@ def _naming(table: str, message: str) -> str:
     return message if label in message else f"{label}: {message}"
 
 
-def _progress_callback(progress: Progress, task: Any, name: str) -> Callable[[str, float], None]:
+def _progress_callback(
+    progress: Progress, task: Any, name: str, progress_file: Path | None = None
+) -> Callable[[str, float], None]:
     def report(stage: str, fraction: float) -> None:
         done = _READ_SHARE * fraction if stage == "read" else _READ_SHARE + (1 - _READ_SHARE) * fraction
         progress.update(task, completed=min(max(done, 0.0), 1.0), description=escape(f"{name}: {stage}"))
+        if progress_file is not None:
+            import json
+
+            # opened per event: a named pipe then hands each event over as it happens
+            with progress_file.open("a", encoding="utf-8") as events:
+                events.write(
+                    json.dumps({"table": name, "stage": stage, "fraction": round(fraction, 4)}) + "\n"
+                )
 
     return report
 

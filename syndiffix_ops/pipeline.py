@@ -715,6 +715,7 @@ def _synthesize_output(
         source_dialect=source.dialect,
         replace=effective.mode is WriteMode.REPLACE,
         before_commit=record_lineage,
+        progress=lambda step: notify(f"write: {step}", 0.8 if step == "staged" else 0.9),
     )
     timings["write"] = time.perf_counter() - clock
     notify("write", 1.0)

@@ -124,18 +124,27 @@ def write_table(
     source_dialect: str,
     replace: bool,
     before_commit: Callable[[sa.Connection], None],
+    progress: Callable[[str], None] | None = None,
 ) -> None:
     """Write the frame's `columns` into one table and run before_commit atomically with it; `replace`
-    swaps a staging table in, otherwise rows are appended to the existing table."""
+    swaps a staging table in, otherwise rows are appended to the existing table.
+
+    `progress` hears "staged" once the rows are in the staging table and "swapped" once it has taken
+    the target's name (before before_commit and the commit; on MySQL/MariaDB the rename is committed).
+    """
     dialect = engine.dialect
     if dialect.name in ("mysql", "mariadb"):
         writer = _replace_mysql if replace else _append
     else:
         writer = _replace_transactional if replace else _append
-    writer(engine, schema, name, columns, frame, source_dialect, before_commit)
+    writer(engine, schema, name, columns, frame, source_dialect, before_commit, progress or _silent)
 
 
-def _replace_transactional(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
+def _silent(step: str) -> None:
+    pass
+
+
+def _replace_transactional(engine, schema, name, columns, frame, source_dialect, before_commit, progress):
     staging_name = derived_name(STAGING_PREFIX, name, uuid.uuid4().hex[:16])
     staging = _table(staging_name, schema, columns, source_dialect, engine.dialect)
     with engine.connect() as conn:
@@ -144,12 +153,14 @@ def _replace_transactional(engine, schema, name, columns, frame, source_dialect,
             _create_enum_types(conn, staging)
             staging.create(conn)
             _insert(conn, staging, columns, frame)
+            progress("staged")
             locks.lock_transaction(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS)
             if sa.inspect(conn).has_table(name, schema=schema):
                 sa.Table(name, sa.MetaData(), schema=schema).drop(conn)
             conn.exec_driver_sql(
                 f"ALTER TABLE {_format_table(conn, staging)} RENAME TO {conn.dialect.identifier_preparer.quote(name)}"
             )
+            progress("swapped")
             before_commit(conn)
             conn.commit()
         except BaseException:
@@ -157,7 +168,7 @@ def _replace_transactional(engine, schema, name, columns, frame, source_dialect,
             raise
 
 
-def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
+def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_commit, progress) -> None:
     run = uuid.uuid4().hex[:16]
     staging = _table(derived_name(STAGING_PREFIX, name, run), schema, columns, source_dialect, engine.dialect)
     old = sa.Table(derived_name(OLD_PREFIX, name, run), sa.MetaData(), schema=schema)
@@ -173,6 +184,7 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
             conn.commit()
             _insert(conn, staging, columns, frame)
             conn.commit()
+            progress("staged")
             had_previous = sa.inspect(conn).has_table(name, schema=schema)
             if had_previous:
                 conn.exec_driver_sql(
@@ -182,6 +194,7 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
                 conn.exec_driver_sql(f"RENAME TABLE {fmt(staging)} TO {fmt(target)}")
             conn.commit()
             try:
+                progress("swapped")
                 before_commit(conn)
                 conn.commit()
             except BaseException:
@@ -227,7 +240,7 @@ def drop_leftovers(conn: sa.Connection, schema: str | None, name: str) -> list[s
     return leftovers
 
 
-def _append(engine, schema, name, columns, frame, source_dialect, before_commit) -> None:
+def _append(engine, schema, name, columns, frame, source_dialect, before_commit, progress) -> None:
     with (
         engine.connect() as conn,
         locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
