@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from syndiffix_core.clustering import ClusterBuilder, Clusters, DerivedCluster, measure_dependence, solve
+from syndiffix_core.clustering import (
+    ClusterBuilder,
+    Clusters,
+    DerivedCluster,
+    measure_dependence,
+    solve,
+    solve_stable,
+)
 from syndiffix_core.clustering.builder import column_weights
+from syndiffix_core.clustering.dependence import content_sample
 
 
 def block_matrix(blocks: list[list[int]], size: int, strong: float = 0.8, weak: float = 0.02) -> np.ndarray:
@@ -107,7 +115,7 @@ def test_dependence_is_high_for_related_columns_and_low_for_independent_ones():
     category = rng.integers(0, 4, n).astype(float)
     derived_category = category * 10 + rng.integers(0, 2, n)
     values = np.column_stack([x, related, independent, category, derived_category])
-    result = measure_dependence(values, sample_size=1000, rng=np.random.default_rng(1))
+    result = measure_dependence(values, sample_size=1000)
     dependence = result.dependence
     assert np.allclose(dependence, dependence.T)
     assert np.all(np.diag(dependence) == 1.0)
@@ -127,21 +135,42 @@ def test_entropy_counts_the_bits_of_the_column():
             np.where(rng.random(1000) < 0.5, np.nan, 1.0),
         ]
     )
-    entropies = measure_dependence(values, sample_size=1000, rng=rng).entropies
+    entropies = measure_dependence(values, sample_size=1000).entropies
     assert entropies[0] == pytest.approx(0.0)
     assert entropies[1] == pytest.approx(3.0, abs=0.05)
     assert entropies[2] == pytest.approx(1.0, abs=0.01)  # null is a value of its own
 
 
-def test_dependence_is_measured_on_a_sample_drawn_from_the_generator():
+def test_dependence_sample_depends_on_the_rows_values_only():
     rng = np.random.default_rng(0)
     values = rng.normal(size=(50_000, 3))
     values[:, 1] += values[:, 0]
-    first = measure_dependence(values, sample_size=500, rng=np.random.default_rng(5))
-    again = measure_dependence(values, sample_size=500, rng=np.random.default_rng(5))
-    other = measure_dependence(values, sample_size=500, rng=np.random.default_rng(6))
+    shuffled = rng.permutation(values.shape[0])
+    first = measure_dependence(values, sample_size=500)
+    again = measure_dependence(values[shuffled], sample_size=500)
     assert np.array_equal(first.dependence, again.dependence)
-    assert not np.array_equal(first.dependence, other.dependence)
+    sample = content_sample(values, 500)
+    assert sample.size == 500 and np.unique(sample).size == 500
+    # The same rows are taken whatever their order.
+    taken = {tuple(row) for row in values[sample]}
+    assert taken == {tuple(row) for row in values[shuffled][content_sample(values[shuffled], 500)]}
+    # The sample is not biased towards some values (the column's mean is 0).
+    assert values[sample, 0].mean() == pytest.approx(0.0, abs=0.15)
+
+
+def test_stable_solver_is_no_worse_than_any_of_its_runs_and_ignores_the_generator():
+    rng = np.random.default_rng(4)
+    dependence = rng.uniform(0.0, 0.6, size=(14, 14))
+    dependence = (dependence + dependence.T) / 2
+    np.fill_diagonal(dependence, 1.0)
+    builder = ClusterBuilder(dependence, rng.uniform(1.0, 6.0, 14), max_weight=15, merge_threshold=0.1)
+    stable = solve_stable(builder, alpha=0.2, runs=4)
+    runs = [
+        builder.unsatisfied_dependence(solve(builder, alpha=0.2, rng=np.random.default_rng(s)))
+        for s in range(4)
+    ]
+    assert builder.unsatisfied_dependence(stable) == pytest.approx(min(runs))
+    assert stable == solve_stable(builder, alpha=0.2, runs=4)
 
 
 def _tree_walk_dependence(x: np.ndarray, y: np.ndarray) -> float:
@@ -197,5 +226,5 @@ def test_dependence_matches_a_walk_of_the_two_dim_tree_that_stops_at_small_and_s
     # A repeated point: a 2-dim node of one point never splits although its 1-dim nodes do.
     x[10:60], y[10:60] = 20.0, 40.0
     values = np.column_stack([x, y])
-    measured = measure_dependence(values, sample_size=0, rng=np.random.default_rng(0)).dependence[0, 1]
+    measured = measure_dependence(values, sample_size=0).dependence[0, 1]
     assert measured == pytest.approx(_tree_walk_dependence(x, y), rel=1e-9)

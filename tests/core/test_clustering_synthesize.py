@@ -162,6 +162,21 @@ def test_unknown_main_column_names_the_column():
         synthesize(chain_table(500), salt="s", clustering=ClusteringParams(main_column="nope"))
 
 
+def test_the_cluster_plan_is_the_same_for_every_salt_and_row_order():
+    table = wide_table(3000, 12, seed=2)
+    _, values = encode_frame(table)
+    names = list(table.columns)
+    shuffled = np.random.default_rng(0).permutation(len(table))
+
+    def plan_of(rows, seed):
+        rng = np.random.default_rng(seed)
+        return plan_table(values[rows], names, ClusteringParams(), target_column=None, rng=rng).clusters
+
+    plans = {plan_of(slice(None), seed) for seed in range(5)} | {plan_of(shuffled, 7)}
+    assert len(plans) == 1
+    assert next(iter(plans)).derived
+
+
 def test_clustered_synthesis_is_deterministic_for_a_salt():
     table = chain_table(3000, seed=5)
     first = synthesize(table, salt="same")

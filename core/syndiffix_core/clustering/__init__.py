@@ -9,7 +9,7 @@ from syndiffix_core.clustering.builder import (
     column_weights,
 )
 from syndiffix_core.clustering.dependence import DependenceResult, measure_dependence
-from syndiffix_core.clustering.solver import solve
+from syndiffix_core.clustering.solver import solve, solve_stable
 
 __all__ = [
     "ClusterBuilder",
@@ -20,4 +20,5 @@ __all__ = [
     "column_weights",
     "measure_dependence",
     "solve",
+    "solve_stable",
 ]

@@ -2,7 +2,9 @@
 
 Both are measured on a sample of the rows (``sample_size``), like the sampling forest of SynDiffix 1.0.8,
 whose counts are noiseless: the measure only steers which columns are synthesized together, and every
-value it is applied to is still anonymized by the cluster forests.
+value it is applied to is still anonymized by the cluster forests. The sample is the rows with the
+smallest content hashes: it depends on the rows' values only, not on their order or the salt, so a
+table gets the same clusters under every salt (as 1.0.8, whose sample and solver use a fixed seed).
 
 The dependence of columns x and y walks the 2-dim space in lock-step with the 1-dim trees of x and y:
 every 1-dim node holding at least ``RANGE_THRESHOLD`` rows that is not a single value is halved, and at
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from syndiffix_core.forest import null_mapping, snap_range
+from syndiffix_core.noise import hash_floats, mix64
 
 # 1-dim nodes with fewer rows are not compared (the range threshold of the bucketization defaults).
 RANGE_THRESHOLD = 15
@@ -41,14 +44,14 @@ class DependenceResult:
     entropies: np.ndarray
 
 
-def measure_dependence(values: np.ndarray, *, sample_size: int, rng: np.random.Generator) -> DependenceResult:
+def measure_dependence(values: np.ndarray, *, sample_size: int) -> DependenceResult:
     """Dependence between every pair of columns of ``values`` (rows x columns, floats, NaN = null) and
-    the entropy of every column, measured on at most ``sample_size`` rows drawn without replacement."""
+    the entropy of every column, measured on at most ``sample_size`` rows (``content_sample``)."""
     values = np.asarray(values, dtype=float)
     num_rows, num_columns = values.shape
     sample = values
     if sample_size > 0 and num_rows > sample_size:
-        sample = values[np.sort(rng.choice(num_rows, size=sample_size, replace=False))]
+        sample = values[content_sample(values, sample_size)]
     sample = _map_nulls(sample, values)
 
     walk_levels = [_Levels.build(sample[:, i], RANGE_THRESHOLD) for i in range(num_columns)]
@@ -58,6 +61,16 @@ def measure_dependence(values: np.ndarray, *, sample_size: int, rng: np.random.G
         for y in range(x + 1, num_columns):
             dependence[x, y] = dependence[y, x] = _pair_dependence(walk_levels[x], walk_levels[y])
     return DependenceResult(dependence, entropies)
+
+
+def content_sample(values: np.ndarray, sample_size: int) -> np.ndarray:
+    """Sorted indices of the ``sample_size`` rows with the smallest hashes of their values: a fixed
+    pseudo-random sample without replacement, independent of the row order and of the salt (equal
+    rows have equal hashes, and which of them is taken does not change the sample's values)."""
+    row_hash = np.zeros(values.shape[0], dtype=np.uint64)
+    for column in range(values.shape[1]):
+        row_hash ^= hash_floats(values[:, column], column)
+    return np.sort(np.argsort(mix64(row_hash), kind="stable")[:sample_size])
 
 
 def _map_nulls(sample: np.ndarray, values: np.ndarray) -> np.ndarray:

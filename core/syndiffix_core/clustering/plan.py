@@ -11,7 +11,7 @@ import numpy as np
 from syndiffix_core.clustering.builder import ClusterBuilder, Clusters
 from syndiffix_core.clustering.dependence import measure_dependence
 from syndiffix_core.clustering.ml import feature_clusters, select_features
-from syndiffix_core.clustering.solver import solve
+from syndiffix_core.clustering.solver import solve_stable
 from syndiffix_core.errors import InvalidInputError
 from syndiffix_core.params import ClusteringParams
 
@@ -65,7 +65,7 @@ def plan_table(
     if not params.enabled or (num_columns <= SINGLE_CLUSTER_COLUMNS and target is None):
         return TablePlan(Clusters(tuple(range(num_columns))), None)
 
-    measured = measure_dependence(values, sample_size=params.sample_size, rng=rng)
+    measured = measure_dependence(values, sample_size=params.sample_size)
     if target is not None:
         if params.main_features is not None:
             features = [index_of(name, "main feature") for name in params.main_features]
@@ -89,7 +89,7 @@ def plan_table(
         merge_threshold=params.merge_threshold,
         main_column=main,
     )
-    clusters = solve(builder, alpha=params.solver_alpha, rng=rng)
+    clusters = solve_stable(builder, alpha=params.solver_alpha)
     LOG.info(
         "clusters (unsatisfied dependence %.3f): %s",
         builder.unsatisfied_dependence(clusters),
