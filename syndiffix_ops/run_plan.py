@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING
 
 from syndiffix_ops.config import ConfigError, OrphanPolicy, PipelineConfig, TableConfig
-from syndiffix_ops.warehouse.keys import DeclaredKeys, declared_keys
+
+if TYPE_CHECKING:  # the Airflow DAG factory plans from the YAML alone: no SQLAlchemy or pandas at parse time
+    import sqlalchemy as sa
+
+    from syndiffix_ops.warehouse.keys import DeclaredKeys
 
 
 @dataclass(frozen=True)
@@ -90,12 +93,15 @@ class RunPlan:
         return next((s for s in self.linked_sets if table in s.tables), None)
 
 
-KeyReader = Callable[[TableConfig], DeclaredKeys]
+KeyReader = Callable[[TableConfig], "DeclaredKeys"]
 
 
 def database_key_reader(source: sa.Engine) -> KeyReader:
     """Reads a configured table's declared keys from the source; a missing table has none (the
     pipeline names it when the table runs)."""
+    import sqlalchemy as sa
+
+    from syndiffix_ops.warehouse.keys import DeclaredKeys, declared_keys
 
     def read(table: TableConfig) -> DeclaredKeys:
         try:

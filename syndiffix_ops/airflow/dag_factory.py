@@ -3,7 +3,9 @@
 Each DAG file calls `build_dag` on its own YAML file: the DAG (dag_id, schedule, start_date, tags,
 default_args, pool, max_active_tasks, max_active_runs from the `dag:` block) has a single mapped task
 `synthesize` that expands to one task instance per table, or per column set of a table that has several,
-so a Celery or Kubernetes executor spreads a warehouse over its workers. Parsing reads only the YAML
+so a Celery or Kubernetes executor spreads a warehouse over its workers. Tables joined by keys declared
+in the YAML (a linked set, docs/linked-tables.md) run instead as one `synthesize` task in a task group
+`linked_<first table>` per set, parallel to the mapped tables. Parsing reads only the YAML
 file: no connection, Variable or database is touched until a task runs.
 
 Why one DAG file per YAML file: Airflow records import errors per Python file and marks the DAGs of a
@@ -17,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,7 @@ class DagSpec:
     start_date: dt.datetime | None
     default_args: dict[str, Any]
     outputs: list[dict[str, str | None]]  # expand_kwargs of the mapped task: table and column_set
+    linked_sets: list[tuple[str, ...]] = field(default_factory=list)  # tables joined by YAML keys
 
 
 def build_dag(
@@ -84,9 +87,9 @@ def build_dag(
     when salt_conn_id is None, or from the environment variable named by the config's salt_env when both
     are None. `report_dir` (templated) is where the HTML quality reports go when the config sets none.
     """
-    from airflow.sdk import DAG, AssetAlias
+    from airflow.sdk import DAG, AssetAlias, TaskGroup
 
-    from syndiffix_ops.airflow.operators import SyntheticTableOperator
+    from syndiffix_ops.airflow.operators import LinkedSetOperator, SyntheticTableOperator
 
     spec = dag_spec(Path(config_path))
     block = spec.config.dag
@@ -121,8 +124,19 @@ def build_dag(
         }
         if block and block.pool:
             partial_args["pool"] = block.pool
-        SyntheticTableOperator.partial(**partial_args).expand_kwargs(spec.outputs)
+        if spec.outputs:
+            SyntheticTableOperator.partial(**partial_args).expand_kwargs(spec.outputs)
+        # A linked set is synthesized and written as one unit (parents first, one transaction): one
+        # task in a group of its own, parallel to the mapped tables and to the other sets.
+        single = {k: v for k, v in partial_args.items() if k != "map_index_template"}
+        for tables in spec.linked_sets:
+            with TaskGroup(group_id=linked_group_id(tables), tooltip=f"linked set: {', '.join(tables)}"):
+                LinkedSetOperator(**single, table=tables[0], column_set=None)
     return dag
+
+
+def linked_group_id(tables: tuple[str, ...]) -> str:
+    return "linked_" + re.sub(r"[^A-Za-z0-9_]", "_", tables[0])
 
 
 def dag_spec(path: Path) -> DagSpec:
@@ -145,11 +159,18 @@ def dag_spec(path: Path) -> DagSpec:
         problems.append(f"{path}: dag.start_date: required when dag.schedule is set (e.g. 2024-01-01)")
     if problems:
         raise ConfigError(problems)
+    from syndiffix_ops.run_plan import plan_run
+
+    plan = plan_run(config)  # the YAML's keys only: parsing touches no database
+    linked = {name for linked_set in plan.linked_sets for name in linked_set.tables}
     outputs: list[dict[str, str | None]] = []
     for table in config.tables:
+        if table.display_name in linked:
+            continue
         sets = list(table.column_sets) or [None]
         outputs.extend({"table": table.display_name, "column_set": name} for name in sets)
-    return DagSpec(path, config, dag_id, schedule, start_date, default_args, outputs)
+    linked_sets = [linked_set.tables for linked_set in plan.linked_sets]
+    return DagSpec(path, config, dag_id, schedule, start_date, default_args, outputs, linked_sets)
 
 
 def _default_dag_id(path: Path) -> str:

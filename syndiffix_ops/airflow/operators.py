@@ -103,7 +103,7 @@ class SyntheticTableOperator(BaseOperator):
 
         from syndiffix_ops.airflow.hooks import connection_url
         from syndiffix_ops.config import load_config
-        from syndiffix_ops.pipeline import AirflowIds, run_table
+        from syndiffix_ops.pipeline import AirflowIds
 
         config = load_config(self.config_path)
         table = _table_for_task(config, self.table, self.column_set)
@@ -119,7 +119,7 @@ class SyntheticTableOperator(BaseOperator):
         source = sa.create_engine(self._source_url)
         target = sa.create_engine(self._target_url)
         try:
-            self._written = run_table(
+            self._written = self._run(
                 config,
                 table,
                 source=source,
@@ -134,6 +134,11 @@ class SyntheticTableOperator(BaseOperator):
             target.dispose()
         self._emit_asset_events(context)
         return [_summary(result) for result in self._written]
+
+    def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
+        from syndiffix_ops.pipeline import run_table
+
+        return run_table(config, table, **arguments)
 
     def _salt(self) -> bytes | None:
         from airflow.sdk import BaseHook, Variable
@@ -248,6 +253,23 @@ class SyntheticTableOperator(BaseOperator):
                 )
             )
         return OperatorLineage(inputs=list(inputs.values()), outputs=outputs)
+
+
+class LinkedSetOperator(SyntheticTableOperator):
+    """Synthesize the linked set that `table` belongs to (docs/linked-tables.md): every table of the
+    set, parents before children, written in one transaction. The set is planned from the YAML's keys
+    and the source's declared keys, as `syndiffix-ops run` plans it."""
+
+    def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
+        from syndiffix_ops.config import ConfigError
+        from syndiffix_ops.linked_pipeline import run_linked_set
+        from syndiffix_ops.run_plan import database_key_reader, plan_run
+
+        read_keys = database_key_reader(arguments["source"])
+        linked_set = plan_run(config, read_keys).set_of(table.display_name)
+        if linked_set is None:
+            raise ConfigError([f"{config.config_path}: table {table.display_name} is in no linked set"])
+        return run_linked_set(config, linked_set, **arguments)
 
 
 def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
