@@ -1066,6 +1066,7 @@ figcaption { font-size: .85em; font-weight: 600; } .kind { color: #888; font-wei
 .note, footer { color: #666; font-size: .85em; } .scroll { overflow-x: auto; }
 .headline { font-size: 1.3em; } .headline strong { font-size: 1.4em; }
 td.score { font-weight: 600; }
+tr.risk-identifying td { background: #fbe3e0; } tr.risk-elevated td { background: #fdf3dc; }
 figure.flagged { border: 2px solid #d9822b; } .reasons { color: #a85d00; font-weight: normal; max-width: 28em; }
 .attention { border-left: 4px solid #d9822b; background: #fdf6ec; padding: .3em 1em; margin: .8em 0; }
 .attention h3 { margin: .3em 0; font-size: 1em; color: #a85d00; }

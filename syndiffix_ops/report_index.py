@@ -233,13 +233,16 @@ def _risk_text(risk: Mapping[str, Any] | None) -> str:
     parts = [
         f"identifying: {html.escape(', '.join(identifying))}" if identifying else "no identifying column"
     ]
-    reproduction = (risk.get("output") or {}).get("reproduction") or {}
+    output = risk.get("output") or {}
+    baselines = output.get("reproduction_baselines") or {}
     shares = [
         (values.get("share_unique_in_source"), name)
-        for name, values in reproduction.items()
+        for name, values in (output.get("reproduction") or {}).items()
         if values.get("share_unique_in_source") is not None
     ]
     if shares:
         share, name = max(shares)
-        parts.append(f"most reproduced source-unique values: {html.escape(name)} {share:.3f}")
+        chance = (baselines.get(name) or {}).get("chance")
+        versus = f" (chance {chance:.3f})" if chance is not None else ""
+        parts.append(f"most reproduced source-unique values: {html.escape(name)} {share:.3f}{versus}")
     return "<br>".join(parts)

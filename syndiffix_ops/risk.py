@@ -392,70 +392,144 @@ class RiskReport:
 # ------------------------------------------------------------------------------------------- HTML
 
 
-def html_section(source: TableRisk, output: OutputRisk | None = None):
-    """The risk part of a table's HTML report: a table of column sets and the uniqueness histogram."""
+def html_section(
+    source: TableRisk,
+    output: OutputRisk | None = None,
+    *,
+    baselines: Mapping[str, Mapping[str, float | None]] | None = None,
+    kinds: Mapping[str, str] | None = None,
+):
+    """The risk part of a table's HTML report: column sets by risk with advice for the identifying ones,
+    the uniqueness of every column set, and the output's reproduction against its chance and copy
+    baselines (syndiffix_ops.risk_meaning)."""
     from syndiffix_ops.report import ReportSection, figure_to_img_tag
+    from syndiffix_ops.risk_meaning import advice, reproduction_reading
 
-    thresholds = sorted(source.summaries[0].reidentification_potential) if source.summaries else []
+    summaries = sorted(source.summaries, key=_risk_order)
+    thresholds = sorted(summaries[0].reidentification_potential) if summaries else []
     head = "".join(f"<th>values &le;{t} ids</th>" for t in thresholds)
-    rows = []
-    for summary in source.summaries:
+    rows, advices = [], []
+    for summary in summaries:
         data = coarse(summary.to_dict())
         cells = "".join(f"<td>{data['reidentification_potential'][str(t)]:.3f}</td>" for t in thresholds)
         rows.append(
-            f"<tr><td>{html.escape(set_name(summary.columns))}</td><td>{html.escape(summary.level)}</td>"
-            f"<td>{data['distinct_values']}</td><td>{data['id_share']['1']:.3f}</td>{cells}</tr>"
+            f"<tr class='risk-{html.escape(summary.level)}'><td>{html.escape(set_name(summary.columns))}</td>"
+            f"<td>{html.escape(summary.level)}</td><td>{data['distinct_values']}</td>"
+            f"<td>{data['id_share']['1']:.3f}</td>{cells}</tr>"
         )
+        kind = (kinds or {}).get(summary.columns[0], "other") if len(summary.columns) == 1 else "other"
+        text = advice(
+            summary.columns, summary.level, kind, summary.distinct_values / max(summary.distinct_ids, 1.0)
+        )
+        if text:
+            advices.append(
+                f"<li><strong>{html.escape(set_name(summary.columns))}</strong>: {_code(text)}</li>"
+            )
     ids = ", ".join(source.id_columns) if source.id_columns else "rows (no AID columns)"
     parts = [
         f"<p>Ids: {html.escape(ids)}. Estimates from KHLL sketches; counts rounded to 2 significant digits, "
-        "shares to 0.001. <em>identifying</em>: at least half of the ids are alone in their class.</p>",
-        "<table><tr><th>column set</th><th>risk</th><th>distinct values</th><th>ids alone in class</th>"
-        f"{head}</tr>{''.join(rows)}</table>",
+        "shares to 0.001. Column sets most at risk first. <em>identifying</em>: at least half of the ids "
+        "are alone in their class; <em>elevated</em>: at least 5 % of the ids are in classes of at most 5.</p>",
     ]
-    if source.summaries:
-        parts.append(figure_to_img_tag(_histogram_figure(source.summaries), "uniqueness histogram"))
+    if advices:
+        parts.append(f'<div class="attention"><h3>Advice</h3><ul>{"".join(advices)}</ul></div>')
+    parts.append(
+        "<table><tr><th>column set</th><th>risk</th><th>distinct values</th><th>ids alone in class</th>"
+        f"{head}</tr>{''.join(rows)}</table>"
+    )
+    if summaries:
+        parts.append(figure_to_img_tag(_histogram_figure(summaries), "uniqueness of every column set"))
     if output is not None and output.reproduction:
         rows = []
-        for name, counts in output.reproduction.items():
+        order = {set_name(s.columns): n for n, s in enumerate(summaries)}
+        for name, counts in sorted(output.reproduction.items(), key=lambda item: order.get(item[0], 0)):
             data = coarse(counts.to_dict())
+            base = coarse(dict((baselines or {}).get(name, {})))
+            share = data["share_unique_in_source"]
             rows.append(
-                f"<tr><td>{html.escape(name)}</td><td>{_share(data['share_unique_in_source'])}</td>"
+                f"<tr><td>{html.escape(name)}</td><td>{_share(share)}</td><td>{_share(base.get('chance'))}</td>"
+                f"<td>{_share(base.get('copy'))}</td>"
+                f"<td>{reproduction_reading(share, base.get('chance'), base.get('copy'))}</td>"
                 f"<td>{_share(data['share_in_source'])}</td></tr>"
             )
         parts.append(
-            "<h3>Synthetic output</h3><table><tr><th>column set</th>"
-            "<th>synthetic rows reproducing a value unique in the source</th>"
-            "<th>... any source value</th></tr>" + "".join(rows) + "</table>"
+            "<h3>Synthetic output</h3><p class='note'>Share of synthetic rows whose value is unique in the "
+            "source, next to <em>chance</em> (random values over the column's domain: every value between "
+            "its smallest and largest at its resolution, or its distinct values) and <em>copy</em> (rows "
+            "copied from the source). Near chance: the output gives unique values back no more often than "
+            "random values would.</p><table><tr><th>column set</th>"
+            "<th>synthetic rows reproducing a source-unique value</th><th>by chance</th><th>by copying rows</th>"
+            "<th>reading</th><th>synthetic rows with any source value</th></tr>" + "".join(rows) + "</table>"
         )
     return ReportSection("Re-identification risk (KHLL)", "\n".join(parts))
+
+
+def _risk_order(summary: UniquenessSummary) -> tuple[float, float, str]:
+    """Most exposed first: more ids alone in their class, then in classes of at most 5."""
+    five = summary.id_share.get(5, summary.id_share[max(summary.id_share)])
+    return (-summary.id_share.get(1, 0.0), -five, set_name(summary.columns))
+
+
+def _code(text: str) -> str:
+    """Escape `text` and show its `back-quoted` parts as code."""
+    pieces = html.escape(text).split("`")
+    return "".join(f"<code>{piece}</code>" if n % 2 else piece for n, piece in enumerate(pieces))
 
 
 def _share(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
+# Uniqueness histogram bins merged into five groups, from identifying (red) to safe (green).
+_ID_GROUPS = (
+    ("1 id", ("1",)),
+    ("2-5", ("2", "3", "4", "5")),
+    ("6-20", ("6-10", "11-20")),
+    ("21-100", ("21-50", "51-100")),
+    ("> 100", ("101-1000", ">=1001")),
+)
+_ID_GROUP_COLOURS = ("#c0392b", "#e67e22", "#f1c40f", "#9ccc65", "#2e7d32")
+
+
 def _histogram_figure(summaries: Sequence[UniquenessSummary]):
+    """One horizontal bar per column set (all of them, most at risk on top), split by how many ids hold
+    each value: readable for any number of column sets, the legend above the bars."""
     from matplotlib.figure import Figure
 
-    labels = [b.label for b in summaries[0].histogram]
-    positions = np.arange(len(labels))
-    shown = summaries[:8]  # a legend of more would hide the bars
-    width = 0.8 / len(shown)
-    figure = Figure(figsize=(7.0, 3.2))
+    names = [set_name(summary.columns) for summary in summaries]
+    shares = np.zeros((len(summaries), len(_ID_GROUPS)))
+    for row, summary in enumerate(summaries):
+        by_label = {b.label: b.share_of_values for b in summary.histogram}
+        for column, (_, labels) in enumerate(_ID_GROUPS):
+            shares[row, column] = sum(by_label.get(label, 0.0) for label in labels)
+    height = 1.3 + 0.28 * len(names)
+    figure = Figure(figsize=(7.5, height))
+    longest = max(len(name) for name in names)
+    figure.subplots_adjust(
+        left=min(0.45, 0.04 + 0.0105 * longest), right=0.97, top=1 - 0.55 / height, bottom=0.45 / height
+    )
     axes = figure.add_subplot()
-    for number, summary in enumerate(shown):
-        shares = [round(b.share_of_values, 3) for b in summary.histogram]
-        axes.bar(
-            positions + (number - (len(shown) - 1) / 2) * width,
-            shares,
-            width,
-            label=set_name(summary.columns),
-        )
-    axes.set_xticks(positions, labels, fontsize=7)
-    axes.set_xlabel("distinct ids per value")
-    axes.set_ylabel("share of distinct values")
-    axes.legend(fontsize=7, frameon=False)
+    positions = np.arange(len(names))
+    left = np.zeros(len(names))
+    for column, ((label, _), colour) in enumerate(zip(_ID_GROUPS, _ID_GROUP_COLOURS, strict=True)):
+        axes.barh(positions, shares[:, column], left=left, height=0.7, color=colour, label=f"{label}")
+        left += shares[:, column]
+    axes.set_yticks(positions, [name if len(name) <= 40 else name[:39] + "…" for name in names], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(0, 1)
+    axes.tick_params(axis="x", labelsize=8)
+    axes.set_xlabel("share of distinct values, by the number of ids holding the value", fontsize=8)
+    axes.legend(
+        fontsize=8,
+        frameon=False,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncol=5,
+        borderaxespad=0.2,
+        title="ids per value",
+        title_fontsize=8,
+        alignment="left",
+    )
     return figure
 
 
@@ -536,6 +610,7 @@ class RunRisk:
     source: TableRisk
     sketcher: TableSketcher
     params: RiskParams
+    domains: dict[str, float] = field(default_factory=dict)  # chance baselines; never stored
 
     @classmethod
     def of_frame(
@@ -558,8 +633,13 @@ class RunRisk:
         sketcher = sketch_table(
             frame_chunks(frame, chunk_rows), sets, aid_columns, params, table=table.display_name
         )
+        from syndiffix_ops.risk_meaning import value_domains
+
         return cls(
-            summarize_table(table.display_name, sketcher, params, source_table=source_table), sketcher, params
+            summarize_table(table.display_name, sketcher, params, source_table=source_table),
+            sketcher,
+            params,
+            value_domains(frame, columns),
         )
 
     def for_output(self, synthetic: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, Any], Any]:
@@ -575,5 +655,17 @@ class RunRisk:
         output = assess_output(
             self.sketcher, frame_chunks(synthetic, chunk_rows), self.params, columns=columns
         )
-        record = coarse({"source": source.to_dict(), "output": output.to_dict()})
-        return record, html_section(source, output)
+        from syndiffix_ops.risk_meaning import reproduction_baselines
+
+        summaries = source.to_dict()["column_sets"]
+        columns_of = {set_name(summary.columns): summary.columns for summary in source.summaries}
+        baselines = {
+            name: reproduction_baselines(summaries[name], columns_of[name], self.domains)
+            for name in output.reproduction
+            if name in summaries
+        }
+        record = coarse(
+            {"source": source.to_dict(), "output": {**output.to_dict(), "reproduction_baselines": baselines}}
+        )
+        section = html_section(source, output, baselines=baselines, kinds=self.sketcher.domains)
+        return record, section

@@ -400,8 +400,14 @@ def check_run_records_risk(source_url: str, target_url: str, report_dir) -> None
     )
     assert output["containment"]["zip"]["synthetic_in_source"] == 1.0
     assert "customer_id" not in json.dumps(stored["output"])  # the AID is not an output column
+    # copying rows reproduces source-unique values as often as the copy baseline says, far above chance
+    baseline = output["reproduction_baselines"]["zip+birth_year"]
+    combination = stored["source"]["column_sets"]["zip+birth_year"]
+    assert baseline["copy"] == combination["id_share"]["1"]
+    assert baseline["chance"] < 0.5 * copied_unique
     html = result.report_path.read_text()
-    assert "Re-identification risk (KHLL)" in html and "uniqueness histogram" in html
+    assert "Re-identification risk (KHLL)" in html and 'alt="uniqueness of every column set"' in html
+    assert "close to copying rows" in html
 
 
 def test_run_table_stores_risk_in_lineage_and_report_sqlite(tmp_path, half_copy_engine):
