@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from syndiffix_core.columns import ColumnKind
+from syndiffix_core.csv_output import write_csv
 from syndiffix_core.derive import DeriveError
 from syndiffix_core.errors import SyndiffixError
 from syndiffix_core.params import (
@@ -388,9 +389,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         engine_log.removeHandler(log_handler)
         engine_log.setLevel(previous_level)
     if args.output is not None:
-        result.to_csv(args.output, index=False)
+        with open(args.output, "wb") as output:
+            write_csv(result, output)
     else:
-        result.to_csv(sys.stdout, index=False)
+        sys.stdout.flush()
+        write_csv(result, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
     if args.verbose:
         print(
             f"syndiffix: {len(result)} rows in {time.perf_counter() - progress.start:.2f}s", file=sys.stderr
