@@ -235,6 +235,7 @@ def main() -> None:
     parser.add_argument("--no-sdmetrics", action="store_true", help="skip the SDMetrics QualityReport")
     parser.add_argument("--cache", type=Path, required=True, help="1.0.8 outputs and the prepared tables")
     parser.add_argument("--json", type=Path, default=REPO / "out" / "fidelity.json", help="all results")
+    parser.add_argument("--markdown", type=Path, help="also write the main figures as a markdown table")
     args = parser.parse_args()
     unknown = [name for name in args.tables.split(",") if name not in SPEC_BY_NAME]
     if unknown:
@@ -255,6 +256,8 @@ def main() -> None:
     document = _without_nan({**header, "rows": args.rows, "tables": results})
     args.json.write_text(json.dumps(document, indent=1, allow_nan=False))
     print(f"\nall results: {args.json}")
+    if args.markdown is not None:
+        args.markdown.write_text(summary.markdown(results))
 
 
 if __name__ == "__main__":

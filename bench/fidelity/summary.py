@@ -175,3 +175,29 @@ def print_acceptance(results: list[dict]) -> None:
                 f"  {result['table']}: mean off by > {MEAN_TOLERANCE_SD} sd: {', '.join(bad_mean) or '-'}; "
                 f"share above p90 off by > {SHARE_TOLERANCE:.0%}: {', '.join(bad_share) or '-'}"
             )
+
+
+def markdown(results: list[dict]) -> str:
+    """One row per table of the main figures (mean over salts) and the verdicts, for docs/fidelity.md."""
+
+    def cells(result: dict, key: str, digits: int = 4) -> str:
+        stats = [spread(result["runs"][method], key) for method in METHODS]
+        return " / ".join(f"{stat[0]:.{digits}f}" if stat else "-" for stat in stats)
+
+    lines = [
+        "| table | 1.0.8 outputs | CPU ratio | 1-dim TVD | 2-dim TVD | correlation error | SDMetrics overall "
+        "| ML efficacy | out of range | verdicts (TVD1 TVD2 corr SDM ML range mean >p90 CPUx50) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for result in results:
+        ratio = cpu_ratio(result)
+        outside = [sum(sum(run["out_of_range"].values()) for run in result["runs"][m]) for m in METHODS[:2]]
+        checks = result.get("acceptance") or acceptance(result)
+        lines.append(
+            f"| {result['table']} | {len(result['runs'][REFERENCE])} | "
+            f"{f'{ratio:.0f}x' if ratio else '-'} | {cells(result, 'tvd_1dim')} | {cells(result, 'tvd_2dim')} | "
+            f"{cells(result, 'corr_error')} | {cells(result, 'sdm_overall')} | "
+            f"{cells(result, 'ml', 3) if result['target'] else '-'} | {outside[0]} / {outside[1]} | "
+            f"{' '.join(checks[key] for key in HEADERS)} |"
+        )
+    return "\n".join(lines) + "\n"
