@@ -89,9 +89,17 @@ def test_a_task_failing_on_its_first_try_succeeds_on_retry_without_staging_lefto
         assert conn.exec_driver_sql("SELECT last_value FROM sdx_swaps_seen").scalar_one() == 2
         tables = set(sa.inspect(conn).get_table_names(schema=TARGET_SCHEMA))
         assert tables == {"planes", "syndiffix_lineage"}, f"left behind: {tables}"
+        # The failed first try is on record (its stage, no values), the retry's success after it.
         lineage = conn.execute(
-            sa.text(f"SELECT status, airflow_run_id FROM {TARGET_SCHEMA}.syndiffix_lineage")
+            sa.text(
+                "SELECT status, airflow_run_id, error_stage FROM "
+                f"{TARGET_SCHEMA}.syndiffix_lineage ORDER BY started_at"
+            )
         ).all()
-        assert [tuple(row) for row in lineage] == [("success", dag_run.run_id)]
+        assert [tuple(row)[:2] for row in lineage] == [
+            ("failed", dag_run.run_id),
+            ("success", dag_run.run_id),
+        ]
+        assert lineage[0].error_stage and lineage[1].error_stage is None
         rows = conn.execute(sa.text(f"SELECT count(*) FROM {TARGET_SCHEMA}.planes")).scalar_one()
         assert rows > 100

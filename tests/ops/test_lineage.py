@@ -129,6 +129,7 @@ def test_a_pipeline_lineage_row_holds_provenance_but_no_secret_and_no_source_cou
             "tables": [
                 {
                     "source": f"{schema}.people",
+                    "target": "people_synthetic",
                     "engine": EveryOtherRow.name,
                     "aid_columns": ["id"],
                     "where": "age > 0",
@@ -137,7 +138,7 @@ def test_a_pipeline_lineage_row_holds_provenance_but_no_secret_and_no_source_cou
         }
     )
     airflow = AirflowIds(dag_id="synth", task_id="people", run_id="scheduled__2024")
-    [result] = run_table(config, "people", salt=SALT, run_id="run-7", airflow=airflow)
+    [result] = run_table(config, "people_synthetic", salt=SALT, run_id="run-7", airflow=airflow)
 
     with engine.connect() as conn:
         [row] = conn.execute(sa.select(lineage_table(schema))).mappings().all()
@@ -145,7 +146,7 @@ def test_a_pipeline_lineage_row_holds_provenance_but_no_secret_and_no_source_cou
     assert [c.name for c in reflected.columns] == [c.name for c in lineage_table(schema).columns]
 
     assert row["source_host"] == "127.0.0.1" and row["source_database"] == engine.url.database
-    assert row["source_table"] == f"{schema}.people" and row["target_table"] == "people"
+    assert row["source_table"] == f"{schema}.people" and row["target_table"] == "people_synthetic"
     assert (row["airflow_dag_id"], row["airflow_task_id"], row["airflow_run_id"]) == (
         "synth",
         "people",

@@ -29,6 +29,8 @@ from syndiffix_ops.risk import (
 )
 
 THRESHOLDS = (1, 2, 5, 10)
+# The risk report reads sources only; a pipeline config still needs a target that is not its source.
+SYNTHETIC_URL = "sqlite:///never-written.db"
 
 
 def people(rows: int = 3_000, seed: int = 0) -> pd.DataFrame:
@@ -185,7 +187,7 @@ def risk_config(url: str, chunk_rows: int):
     return parse_config(
         {
             "source": url,
-            "target": url,
+            "target": SYNTHETIC_URL,
             "risk": {"thresholds": [1, 2, 5, 10]},
             "defaults": {"read_chunk_rows": chunk_rows},
             "tables": [
@@ -251,7 +253,7 @@ def test_errors_name_the_table(tmp_path):
     config = parse_config(
         {
             "source": url,
-            "target": url,
+            "target": SYNTHETIC_URL,
             "tables": [
                 {
                     "source": "orders",
@@ -265,7 +267,7 @@ def test_errors_name_the_table(tmp_path):
         RiskError, match=r"table orders: quasi-identifier combination \['zip', 'amount'\] names \['zip'\]"
     ):
         assess_config(config)
-    missing = parse_config({"source": url, "target": url, "tables": [{"source": "nope"}]})
+    missing = parse_config({"source": url, "target": SYNTHETIC_URL, "tables": [{"source": "nope"}]})
     with pytest.raises(PipelineError, match="table nope: source table nope does not exist"):
         assess_config(missing)
 
@@ -368,6 +370,7 @@ def pipeline_config(url: str, target_url: str, report_dir, enabled: bool = True)
             "tables": [
                 {
                     "source": "customers",
+                    "target": "customers_synthetic",
                     "engine": "risk_test_half_copy",
                     "aid_columns": ["customer_id"],
                     "columns": {"email": "drop"},
@@ -382,7 +385,7 @@ def check_run_records_risk(source_url: str, target_url: str, report_dir) -> None
     customers, _ = make_warehouse(source_url)
     [result] = run_table(pipeline_config(source_url, target_url, report_dir), "customers", salt=b"s")
     target = sa.create_engine(target_url)
-    lineage = last_lineage(target, None, "customers")
+    lineage = last_lineage(target, None, "customers_synthetic")
     target.dispose()
     stored = lineage["risk_metrics"]
     assert stored == json.loads(json.dumps(result.risk))
@@ -420,7 +423,7 @@ def test_run_table_stores_risk_in_lineage_and_report_sqlite(tmp_path, half_copy_
 def test_run_table_stores_risk_in_lineage_and_report_postgresql(pg_url, tmp_path, half_copy_engine):
     engine = sa.create_engine(pg_url)
     with engine.begin() as conn:
-        for name in ("customers", "orders", "syndiffix_lineage"):
+        for name in ("customers", "orders", "customers_synthetic", "syndiffix_lineage"):
             conn.exec_driver_sql(f'DROP TABLE IF EXISTS "{name}"')
     engine.dispose()
     check_run_records_risk(pg_url, pg_url, tmp_path / "reports")
@@ -433,7 +436,7 @@ def test_risk_can_be_switched_off(tmp_path, half_copy_engine):
     [result] = run_table(config, "customers", salt=b"s")
     assert result.risk is None
     engine = sa.create_engine(target)
-    assert last_lineage(engine, None, "customers")["risk_metrics"] is None
+    assert last_lineage(engine, None, "customers_synthetic")["risk_metrics"] is None
     engine.dispose()
 
 
