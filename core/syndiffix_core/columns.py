@@ -516,7 +516,7 @@ class StringCodec(ColumnCodec):
         """Strings for synthetic indices: the exact string where `exact`, else `prefix*index`.
 
         `prefix` is the common prefix of strings[range_lo[i]] and strings[range_hi[i]] (inclusive integer
-        indices into `strings`), e.g. "city_*37". A NaN index gives null. Prefixes are computed once per
+        indices into `strings`), e.g. "city_*37"; empty for a range of one index. A NaN index gives null. Prefixes are computed once per
         distinct (range_lo, range_hi) pair and labels once per distinct (pair, index).
         """
         index = _check_decodable(index)
@@ -538,7 +538,13 @@ class StringCodec(ColumnCodec):
                 f"0..{count - 1} with lo <= hi"
             )
         pair_codes, pairs = pd.factorize(lo * count + hi)
-        prefixes = [os.path.commonprefix([self.strings[p // count], self.strings[p % count]]) for p in pairs]
+        # A range of one index has no common prefix to show: the "prefix" would be the string itself.
+        prefixes = [
+            os.path.commonprefix([self.strings[p // count], self.strings[p % count]])
+            if p // count != p % count
+            else ""
+            for p in pairs
+        ]
         label_codes, label_keys = pd.factorize(pair_codes.astype(np.int64) * count + indices[ranged])
         labels = np.array([f"{prefixes[key // count]}*{key % count}" for key in label_keys], dtype=object)
         return self._assemble(indices, ~null & exact, ranged, labels, label_codes)

@@ -137,7 +137,9 @@ class Tree:
         values = forest.values[np.ix_(rows, list(self.columns))]
         width = self.size / 2.0**depth
         low = self.low[None, :] + self.cells(depth, values) * width[None, :]
-        high = low + width[None, :]
+        # A deep edge cell (rows clamped into it keep it splitting) can be narrower than float64
+        # resolves; it must not turn into a point, which would read as a singular (exact) value.
+        high = np.maximum(low + width[None, :], np.nextafter(low, np.inf))
         singular = (level.singular_dims[nodes, None] >> np.arange(self.dims, dtype=np.uint32)[None, :]) & 1
         singular = singular.astype(bool)
         low = np.where(singular, values, low)
@@ -411,7 +413,14 @@ class Forest:
 
     def _push_down(self, column: int, row_limit: int, order: np.ndarray) -> int:
         """Narrow the column's range while exactly one half of it is low; returns the levels pushed.
-        `order` sorts the column's values."""
+        `order` sorts the column's values.
+
+        The halves count the rows beyond the current range at their edge (the rows of the dropped
+        halves stay in the tree). As in the reference, only a node that would split on its own rows
+        becomes the root: the kept half's rows inside it must pass LCF and hold more than one value.
+        Without that, a small table (n near twice the LCF threshold, where one half is nearly always
+        low) pushed its root down ~60 levels onto one value, which every row then received.
+        """
         values = self.values[:, column]
         sorted_values = values[order]
         if sorted_values[0] == sorted_values[-1]:
@@ -432,6 +441,15 @@ class Forest:
                 for begin, end in ((0, split), (split, order.size))
             ]
             if halves_low[0] == halves_low[1]:
+                break
+            if halves_low[0]:
+                inside = (split, int(np.searchsorted(sorted_values, low + size, side="left")))
+            else:
+                inside = (int(np.searchsorted(sorted_values, low, side="left")), split)
+            begin, end = inside
+            if end - begin < 2 or sorted_values[begin] == sorted_values[end - 1]:
+                break
+            if self.anonymizer.low_count(ranges, begin, end):
                 break
             if halves_low[0]:
                 low = middle
