@@ -6,7 +6,8 @@ linking at scale (5 tables, 1M child rows) against synthesizing the same tables 
 
 flights / lahman: the source tables are loaded into a fresh PostgreSQL database with their primary keys
 and foreign keys declared (foreign keys NOT VALID where the data has orphans: 15% of the flights' tail
-numbers have no plane), `run_linked_set` writes the synthetic set into schema `synthetic`, and the
+numbers have no plane; key columns without nulls NOT NULL); the config adds to each declared foreign key
+its matching options (`context`, `aggregates`: each dataset's "options" below), `run_linked_set` writes the synthetic set into schema `synthetic`, and the
 figures are measured on the written tables with SQL: foreign-key validity (the same join as on the
 source), primary-key uniqueness, children-per-parent TVD (shares of parents with 0, 1, 2-3, 4-7, ...
 children) against the resample baseline (each table resampled with replacement to its own size, joined
@@ -92,6 +93,14 @@ FLIGHTS_KEYS = {
         ("flights", ["dest"], "airports", ["faa"]),
     ],
     "aid": {"planes": ["tailnum"]},
+    # matching options of the declared keys (YAML foreign_keys on the same columns): the parent
+    # columns the children are matched on and the child column averaged per parent
+    "options": {
+        ("flights", "tailnum"): {"context": ["seats", "year"], "aggregates": ["distance"]},
+        ("flights", "carrier"): {"context": ["name"], "aggregates": ["distance"]},
+        ("flights", "origin"): {"context": ["lon"], "aggregates": ["distance"]},
+        ("flights", "dest"): {"context": ["lon"], "aggregates": ["distance"]},
+    },
 }
 
 
@@ -114,6 +123,14 @@ LAHMAN_KEYS = {
         for columns, parent in ((["playerID"], "people"), (["yearID", "teamID"], "teams"))
     ],
     "aid": {"people": ["playerID"]},
+    "options": {
+        ("batting", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["AB"]},
+        ("batting", "yearID"): {"context": ["W", "R"], "aggregates": ["HR"]},
+        ("pitching", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["L"]},
+        ("pitching", "yearID"): {"context": ["W", "L"], "aggregates": ["W"]},
+        ("salaries", "playerID"): {"context": ["birthYear", "weight"], "aggregates": ["salary"]},
+        ("salaries", "yearID"): {"context": ["W", "R"], "aggregates": ["salary"]},
+    },
 }
 
 
@@ -143,14 +160,22 @@ def load_source(engine: sa.Engine, tables: dict[str, pd.DataFrame], keys: dict) 
 
 
 def children_per_parent(child: pd.DataFrame, parent: pd.DataFrame, columns, parent_columns) -> np.ndarray:
+    positions = children_positions(child, parent, columns, parent_columns)
+    return np.bincount(positions[positions >= 0], minlength=len(parent))
+
+
+def _without_parent(child: pd.DataFrame, parent: pd.DataFrame, columns, parent_columns) -> float:
+    return float((children_positions(child, parent, columns, parent_columns) < 0).mean())
+
+
+def children_positions(child: pd.DataFrame, parent: pd.DataFrame, columns, parent_columns) -> np.ndarray:
     index = (
         pd.MultiIndex.from_frame(parent[parent_columns])
         if len(columns) > 1
         else pd.Index(parent[parent_columns[0]])
     )
     keys = pd.MultiIndex.from_frame(child[columns]) if len(columns) > 1 else pd.Index(child[columns[0]])
-    positions = index.get_indexer(keys)
-    return np.bincount(positions[positions >= 0], minlength=len(parent))
+    return index.get_indexer(keys)
 
 
 def resample_tvd(source: dict[str, pd.DataFrame], child: str, columns, parent: str, parent_columns) -> float:
@@ -168,6 +193,17 @@ def resample_tvd(source: dict[str, pd.DataFrame], child: str, columns, parent: s
         else unique_parents[parent_columns[0]]
     ).to_numpy()
     return tvd(real, count_bins(np.repeat(counts, copies)))
+
+
+def _table_config(name: str, keys: dict) -> dict:
+    """A table of the config: its AID columns and the matching options of its declared foreign keys."""
+    foreign = []
+    for child, columns, parent, parent_columns in keys["foreign"]:
+        options = keys["options"].get((child, columns[0]))
+        if child == name and options:
+            references = f"{parent}({', '.join(parent_columns)})"
+            foreign.append({"columns": columns, "references": references, **options})
+    return {"source": name, "aid_columns": keys["aid"].get(name, []), "foreign_keys": foreign}
 
 
 def read_back(engine: sa.Engine, schema: str, names) -> dict[str, pd.DataFrame]:
@@ -196,7 +232,7 @@ def run_dataset(url: str, part: str, flight_rows: int) -> dict:
                 "target_schema": "synthetic",
                 "constraints": "copy",
                 "risk": {"enabled": False},
-                "tables": [{"source": n, "aid_columns": keys["aid"].get(n, [])} for n in tables],
+                "tables": [_table_config(n, keys) for n in tables],
             }
         )
         (linked_set,) = plan_run(config, database_key_reader(engine)).linked_sets
@@ -243,8 +279,8 @@ def measure(engine: sa.Engine, source: dict, synthetic: dict, keys: dict) -> dic
                 {
                     "link": f"{child}({', '.join(columns)}) -> {parent}",
                     "valid_fk_share": valid / total if total else 1.0,
-                    "null_share": {
-                        "source": float(source[child][columns].isna().any(axis=1).mean()),
+                    "null_share": {  # with on_orphan null, a key that matches no parent row counts as null
+                        "source": _without_parent(source[child], source[parent], columns, parent_columns),
                         "synthetic": float(synthetic[child][columns].isna().any(axis=1).mean()),
                     },
                     "tvd": tvd(count_bins(real), count_bins(fake)),

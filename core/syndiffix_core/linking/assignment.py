@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-CONTEXT_BUCKETS = 8
+CONTEXT_BUCKETS = 8  # entity links: the parents' counts decide, coarse buckets only order them
+CHILD_SIDE_BUCKETS = 32  # other links: the children's context distribution decides (cells in all)
 BLEND_STEPS = 6
 
 
@@ -100,8 +101,15 @@ def assign(
     if children == 0:
         return np.zeros(0, dtype=np.int64)
     child_keys, parent_keys = [], []
+    # child-side buckets: about CHILD_SIDE_BUCKETS cells in all, or sparse cells would pile a bucket's
+    # children onto its few parents
+    buckets = (
+        max(2, round(CHILD_SIDE_BUCKETS ** (1 / max(len(child_context), 1))))
+        if by_context
+        else CONTEXT_BUCKETS
+    )
     for child_values, parent_values in zip(child_context, parent_context, strict=True):
-        child_codes, parent_codes = _shared_buckets(child_values, parent_values)
+        child_codes, parent_codes = _shared_buckets(child_values, parent_values, buckets)
         child_keys.append(child_codes)
         parent_keys.append(parent_codes)
     places = capacities(counts, children)
@@ -155,7 +163,7 @@ def _spread(means: np.ndarray, places: np.ndarray) -> float:
     return float(np.std(means[used])) if used.any() else 0.0
 
 
-def _shared_buckets(child: pd.Series, parent: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _shared_buckets(child: pd.Series, parent: pd.Series, buckets: int) -> tuple[np.ndarray, np.ndarray]:
     """Codes of both sides on one scale: numeric columns by quantile buckets of the parents' values,
     other columns by their sorted distinct values; nulls last."""
     if pd.api.types.is_numeric_dtype(child.dtype) and pd.api.types.is_numeric_dtype(parent.dtype):
@@ -164,7 +172,7 @@ def _shared_buckets(child: pd.Series, parent: pd.Series) -> tuple[np.ndarray, np
         present = parent_values[~np.isnan(parent_values)]
         if len(present) == 0:
             return np.zeros(len(child_values), dtype=np.int64), np.zeros(len(parent_values), dtype=np.int64)
-        edges = np.unique(np.quantile(present, np.linspace(0, 1, CONTEXT_BUCKETS + 1)[1:-1]))
+        edges = np.unique(np.quantile(present, np.linspace(0, 1, buckets + 1)[1:-1]))
         return _bucket(child_values, edges), _bucket(parent_values, edges)
     both = pd.concat([child.astype(object), parent.astype(object)], ignore_index=True)
     codes, _ = pd.factorize(both.astype(str).where(both.notna(), None), sort=True)
