@@ -13,7 +13,7 @@ as ~3 clusters and stitched). Two lines are printed:
   kinds given with --columns), the literal end-to-end figure (CSV parsing and writing included).
 
 Each run is its own child process and its peak RSS is that child's own (os.wait4). CPU seconds are
-user + system time of the child (for synthesize(): time.process_time around the call), the fairer
+user + system time of the child and its worker processes (for synthesize(): around the call), the fairer
 figure on a shared machine. The per-stage breakdown of synthesize() comes from the engine's DEBUG
 stage log (`syndiffix_core.synthesizer`). `hash` is a digest of the output frame (same salt -> same
 hash: use it to check that a speed change left the output identical). Target (issue): 1M x 10 in
@@ -26,6 +26,7 @@ import argparse
 import json
 import logging
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,12 @@ class _StageRecords(logging.Handler):
             self.stages.append((record.stage, record.wall_s, record.cpu_s))
 
 
-def child_synthesize(rows: int, columns: int, salt: str) -> None:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def child_synthesize(rows: int, columns: int, salt: str, workers: int | None) -> None:
     """Synthesize the table in this process; print one JSON line (the parent adds peak RSS)."""
     from syndiffix_core import synthesize
 
@@ -72,9 +78,9 @@ def child_synthesize(rows: int, columns: int, salt: str) -> None:
     log = logging.getLogger("syndiffix_core.synthesizer")
     log.addHandler(records)
     log.setLevel(logging.DEBUG)
-    wall, cpu = time.perf_counter(), time.process_time()
-    result = synthesize(table, salt=salt)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu = time.perf_counter(), time.process_time() + _children_cpu()
+    result = synthesize(table, salt=salt, workers=workers)
+    wall, cpu = time.perf_counter() - wall, time.process_time() + _children_cpu() - cpu
     print(
         json.dumps(
             {
@@ -111,15 +117,18 @@ def main() -> None:
     parser.add_argument("--columns", type=int, default=10)
     parser.add_argument("--salt", default="bench-salt")
     parser.add_argument("--no-cli", action="store_true", help="skip the syndiffix command-line run")
+    parser.add_argument("--workers", type=int, help="worker processes (default: the CPUs available)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child_synthesize(args.rows, args.columns, args.salt)
+        child_synthesize(args.rows, args.columns, args.salt, args.workers)
         return
 
     print(f"table: generated_table({args.rows}, {args.columns}), salt {args.salt!r}", flush=True)
     header = f"{'run':<15} {'wall s':>8} {'CPU s':>8} {'peak RSS MiB':>13} {'out rows':>9}  hash"
     command = [sys.executable, __file__, "--child", "--rows", str(args.rows), "--columns", str(args.columns)]
+    workers = [] if args.workers is None else ["--workers", str(args.workers)]
+    command += workers
     _, _, rss, stdout = _run_child([*command, "--salt", args.salt])
     result = json.loads(stdout.strip().splitlines()[-1])
     print(header)
@@ -139,7 +148,7 @@ def main() -> None:
         table.to_csv(source, index=False)
         del table
         specs = [f"{name}:{KIND_CODES[kind]}" for name, kind in schema.items()]
-        cli = [sys.executable, "-m", "syndiffix_core.cli", str(source), "--columns", *specs]
+        cli = [sys.executable, "-m", "syndiffix_core.cli", str(source), "--columns", *specs, *workers]
         wall, cpu, rss, _ = _run_child([*cli, "--salt", args.salt, "-o", str(target)])
         with target.open() as handle:
             output_rows = sum(1 for _ in handle) - 1

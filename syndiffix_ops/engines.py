@@ -116,6 +116,11 @@ class SyndiffixParams(_Params):
     bucketization: BucketizationSettings = Field(default_factory=BucketizationSettings)
     clustering: ClusteringSettings = Field(default_factory=ClusteringSettings)
     target_column: str | None = Field(default=None, description="ML target: clusters favour predicting it")
+    workers: int | None = Field(
+        default=None,
+        ge=1,
+        description="processes for the clusters of one table (default: the CPUs available)",
+    )
 
 
 def resolved_params(engine: Engine, params: BaseModel) -> dict[str, Any]:
@@ -174,6 +179,7 @@ def _core_params(params: SyndiffixParams) -> dict[str, Any]:
         "bucketization": core.BucketizationParams(**bucketization) if bucketization else None,
         "clustering": core.ClusteringParams(**clustering) if clustering else None,
         "target_column": params.target_column,
+        "workers": params.workers,
     }
 
 

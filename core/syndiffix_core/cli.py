@@ -52,6 +52,12 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     defaults_lcf, defaults_bucket = SuppressionParams(), BucketizationParams()
     defaults_cluster = ClusteringParams()
@@ -72,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--aidcolumns", nargs="+", default=[], metavar="NAME", help="entity ID columns")
     parser.add_argument("--salt", help=f"secret salt (default: ${SALT_VARIABLE})")
     parser.add_argument("--verbose", action="store_true", help="print parameters, clusters and timings")
+    parser.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="processes materializing clusters side by side (default: the CPUs available; same output)",
+    )
     parser.add_argument(
         "--lcf-low-threshold",
         "-lcf",
@@ -381,6 +393,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             column_kinds={name: kind for name, kind in (kinds or {}).items()},
             progress=progress,
             derive=derive,
+            workers=args.workers,
         )
     except DeriveError as error:
         raise UsageError(f"{args.file}: {error}") from None

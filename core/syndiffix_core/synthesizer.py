@@ -25,6 +25,7 @@ from .noise import Salt, row_content_hashes
 from .params import AnonymizationParams, BucketizationParams, ClusteringParams
 from .stitching import Microtable
 from .stitching import assemble as assemble_clusters
+from .workers import ParallelMaterializer, available_workers, can_fork
 
 Progress = Callable[[str, float], None]
 LOG = logging.getLogger(__name__)
@@ -81,8 +82,12 @@ def synthesize(
     column_kinds: Mapping[str, ColumnKind] | None = None,
     progress: Progress | None = None,
     derive: Mapping[str, str] | None = None,
+    workers: int | None = None,
 ) -> pd.DataFrame:
     """Anonymized synthetic copy of `df` (every non-AID column, input dtypes, rows shuffled).
+
+    `workers`: processes that materialize the clusters of a wide table side by side (default: the CPUs
+    this process may use; 1 = all in this process). The output does not depend on it.
 
     `derive` maps columns of `df` to SQL-like expressions over other columns (syndiffix_core.derive):
     those columns are not synthesized but computed from the synthetic ones, in their source type.
@@ -102,11 +107,13 @@ def synthesize(
             target_column=target_column,
             column_kinds=kinds,
             progress=progress,
+            workers=workers,
         )
         return rules.complete(synthetic)
     report = progress or (lambda stage, fraction: None)
     data, aid_frame = _split_columns(df, aid_columns, target_column)
     secret = _check_salt(salt)
+    worker_count = _check_workers(workers)
     if len(data) == 0:
         return data.iloc[0:0].reset_index(drop=True)
     report("encode", 0.0)
@@ -144,15 +151,25 @@ def synthesize(
             clock.lap(stage)
         report(stage, 0.2 + 0.7 * fraction)
 
-    table = assemble_clusters(
-        plan.clusters,
-        lambda columns: _materialize(context, columns, pending=pending),
-        entropies=plan.entropies,
-        rng=context.salt.rng("stitch", *map(str, context.data.columns)),
-        column_ranges={j: context.forest.column_range(j) for j in range(context.forest.dims)},
-        null_values=dict(enumerate(context.forest.null_values.tolist())),
-        progress=on_progress,
-    )
+    clusters = plan.clusters.all_clusters()
+    parallel = None
+    if worker_count > 1 and len(clusters) > 1 and can_fork():
+        parallel = ParallelMaterializer(
+            clusters, lambda columns: _materialize(context, columns, pending=None), worker_count
+        )
+    try:
+        table = assemble_clusters(
+            plan.clusters,
+            parallel or (lambda columns: _materialize(context, columns, pending=pending)),
+            entropies=plan.entropies,
+            rng=context.salt.rng("stitch", *map(str, context.data.columns)),
+            column_ranges={j: context.forest.column_range(j) for j in range(context.forest.dims)},
+            null_values=dict(enumerate(context.forest.null_values.tolist())),
+            progress=on_progress,
+        )
+    finally:
+        if parallel is not None:
+            parallel.close()
     report("assemble", 0.9)
     result = assemble(context, table)
     clock.lap("assemble")
@@ -214,6 +231,14 @@ def _microtable(microdata: Microdata) -> Microtable:
     return Microtable(
         microdata.columns, microdata.floats, dict(zip(microdata.columns, microdata.values, strict=True))
     )
+
+
+def _check_workers(workers: int | None) -> int:
+    if workers is None:
+        return available_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidInputError(f"workers must be a positive integer, got {workers!r}")
+    return workers
 
 
 def _check_salt(salt: bytes | str) -> Salt:

@@ -296,7 +296,7 @@ def test_engine_params_become_the_engines_own_parameter_objects_with_only_set_fi
     assert converted["clustering"] == core.ClusteringParams(enabled=False, main_features=("a",))
     assert converted["target_column"] == "a"
     assert _core_params(SyndiffixParams()) == dict.fromkeys(
-        ["anonymization", "bucketization", "clustering", "target_column"]
+        ["anonymization", "bucketization", "clustering", "target_column", "workers"]
     )
 
 
