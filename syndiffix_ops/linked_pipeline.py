@@ -19,7 +19,6 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
-import syndiffix_ops
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
 from syndiffix_ops.engines import get_engine
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
@@ -38,7 +37,9 @@ from syndiffix_ops.pipeline import (
     _salt,
     _target_columns,
     quality_metrics,
+    run_parameters,
 )
+from syndiffix_ops.provenance import code_version
 from syndiffix_ops.risk import RunRisk
 from syndiffix_ops.run_plan import LinkedSet, TableKeys
 from syndiffix_ops.warehouse import SourceTable, ValueKind, check_row_limit, read_columns, target_type_sql
@@ -284,15 +285,17 @@ def _write(
     for member in members:
         attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
         metrics = (
-            quality_metrics(member.frame[attributes], synthetic[member.name][attributes])
+            quality_metrics(member.frame[attributes], synthetic[member.name][attributes], config.quality)
             if attributes
             else {}
         )
         metrics["links"] = links.get(member.name, {})
-        risk = (
-            member.risk.for_output(synthetic[member.name], member.output.columns)[0] if member.risk else None
+        risk, risk_section = (
+            member.risk.for_output(synthetic[member.name], member.output.columns)
+            if member.risk
+            else (None, None)
         )
-        per_table[member.name] = {"metrics": metrics, "risk": risk}
+        per_table[member.name] = {"metrics": metrics, "risk": risk, "risk_section": risk_section}
     timings["quality"] = time.perf_counter() - clock
     target_names = {m.name: m.output.target for m in members}
     writes = [
@@ -414,12 +417,10 @@ def _lineage_record(
         ],
         aid_columns=member.aids,
         engine=member.effective.engine,
-        package_version=syndiffix_ops.__version__,
+        package_version=code_version().package_version,
+        code_commit=code_version().commit,
         parameters={
-            "engine_params": member.effective.engine_params.model_dump(mode="json", exclude_none=True),
-            "mode": member.effective.mode.value,
-            "where": member.effective.table.where,
-            "max_rows": member.effective.max_rows,
+            **run_parameters(member.effective),
             "linked_set": linked_set.describe(),
             "constraints": config.constraints.value,
         },
@@ -455,9 +456,13 @@ def _reports(config, members, synthetic, per_table, report_dir, run_id) -> dict[
             member.frame[attributes],
             synthetic[member.name][attributes],
             per_table[member.name]["metrics"],
-            sections=[links_section(member.name, per_table[member.name]["metrics"]["links"])],
+            sections=[
+                links_section(member.name, per_table[member.name]["metrics"]["links"]),
+                *filter(None, [per_table[member.name]["risk_section"]]),
+            ],
             run_id=run_id,
             source_table=member.source.qualified_name,
+            risk=per_table[member.name]["risk"],
         )
     return paths
 

@@ -274,7 +274,7 @@ def _tracking(notify: Progress, stage: _Stage) -> Progress:
     return report
 
 
-def _run_parameters(effective: EffectiveTable) -> dict[str, Any]:
+def run_parameters(effective: EffectiveTable) -> dict[str, Any]:
     """The parameters lineage records: engine params with every default resolved, and the run's settings."""
     return {
         "engine_params": resolved_params(get_engine(effective.engine), effective.engine_params),
@@ -318,7 +318,7 @@ def _record_failed_outputs(
             engine=effective.engine,
             package_version=version.package_version,
             code_commit=version.commit,
-            parameters=_run_parameters(effective),
+            parameters=run_parameters(effective),
             config_hash=config.config_hash(),
             source_schema_hash=source.schema_hash() if source else "",
             source_schema=source.schema_snapshot() if source else [],
@@ -674,7 +674,7 @@ def _synthesize_output(
         }
         for c in columns
     ]
-    parameters = _run_parameters(effective)
+    parameters = run_parameters(effective)
     version = code_version()
     records: list[LineageRecord] = []
 

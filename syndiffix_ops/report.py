@@ -841,10 +841,12 @@ def _privacy_section(metrics: Mapping[str, Any]) -> ReportSection:
         "What this report does not show",
         "<p>This report shows shares (rounded to 0.1 %), never counts of source rows; the row ratio is "
         "rounded to 1 %. Numeric bins come from source quantiles rounded to about 1 % of the column's spread, "
-        "and the outer bins are open, so no minimum or maximum appears. Categories (and nulls) held by fewer "
-        f"than {threshold} source rows are never shown by name: they are counted together in "
+        "and the outer bins are open, so no minimum or maximum appears. Categories held by fewer than "
+        f"{threshold} source rows are never shown by name: they are counted in groups of values by frequency "
+        f"rank (&ldquo;values ranked 21&ndash;27&rdquo;) of at least {threshold} rows, rare nulls in "
         f"&ldquo;{html.escape(_OTHER_LABEL)}&rdquo;, and numeric bins with fewer than {threshold} source rows "
-        "are merged with a neighbour. The source shares are rounded aggregates, not anonymized ones: share "
+        "are merged with a neighbour. A value shown as its own bin (&ldquo;= 0&rdquo;) is held by at least a "
+        "tenth of the rows; tails are shown only with at least 100 source rows beyond them. The source shares are rounded aggregates, not anonymized ones: share "
         "this report with people allowed to see the source's statistics, not with the synthetic data's "
         "audience (comparing reports of many runs of a small table could reveal a changed row).</p>",
     )
@@ -999,17 +1001,23 @@ def _correlation_section(metrics: Mapping[str, Any]) -> ReportSection:
         ("synthetic", synthetic, "RdBu_r", -1.0, 1.0),
         (f"|difference| (scale 0–{scale:.1f})", difference, "Oranges", 0.0, scale),
     ]
+    # rows named "1 dep_delay", columns numbered alike: no rotated labels to read
     show_labels = len(names) <= 30
     ticks = np.arange(len(names)) if show_labels else []
-    tick_labels = [_shorten(name, 14) for name in names] if show_labels else []
+    row_labels = [f"{n + 1} {_shorten(name, 16)}" for n, name in enumerate(names)] if show_labels else []
+    column_labels = [str(n + 1) for n in range(len(names))] if show_labels else []
     all_axes = figure.subplots(1, 3)
     images = []
     for axes, (title, values, colormap, low, high) in zip(all_axes, panels, strict=True):
         images.append(axes.imshow(values, cmap=colormap, vmin=low, vmax=high))
         axes.set_title(title, fontsize=10)
-        axes.set_xticks(ticks, tick_labels, rotation=90, fontsize=8)
+        axes.set_xticks(ticks, column_labels, fontsize=8 if len(names) <= 20 else 6)
         axes.set_yticks([])
-    all_axes[0].set_yticks(ticks, tick_labels, fontsize=8)
+    all_axes[0].set_yticks(ticks, row_labels, fontsize=9 if len(names) <= 20 else 7)
+    if len(names) <= 12:  # few enough cells to print each difference
+        for i, j in zip(*np.nonzero(np.isfinite(difference)), strict=True):
+            if i != j:
+                all_axes[2].text(j, i, f"{difference[i, j]:.2f}", ha="center", va="center", fontsize=7)
     # source and synthetic share one scale, so one colour bar; ticks made once each (they are costly)
     figure.colorbar(images[1], ax=list(all_axes[:2]), shrink=0.7)
     figure.colorbar(images[2], ax=[all_axes[2]], shrink=0.7)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 import sqlalchemy as sa
@@ -73,6 +75,12 @@ def test_demo_builds_the_warehouse_synthesizes_it_and_says_where_to_look(tmp_pat
         "weather",
     ]
     assert set(flight_delays.columns) == {"carrier", "origin", "dest", "dep_delay", "arr_delay"}
+    # an auditor's lineage: one run id for the whole demo, the code's commit, the parameters used
+    assert lineage["run_id"].nunique() == 1
+    assert lineage["code_commit"].str.fullmatch(r"[0-9a-f]{40}(-dirty)?").all()
+    for parameters in lineage["parameters"]:
+        used = (json.loads(parameters) if isinstance(parameters, str) else parameters)["engine_params"]
+        assert used["anonymization"]["low_threshold"] >= 1 and used["clustering"]["solver_alpha"] > 0
 
     index = folder / "reports" / "index.html"
     page = index.read_text(encoding="utf-8")
