@@ -225,3 +225,24 @@ def test_a_cycle_of_not_null_keys_is_refused_naming_it(tmp_path):
     (linked,) = plan_run(nullable_self_reference, database_key_reader(engine)).linked_sets
     assert linked.tables == ("c",) and linked.keys["c"].foreign_keys[0].parent == "c"
     engine.dispose()
+
+
+def test_the_cli_runs_a_linked_set_once_even_when_one_of_its_tables_is_named(tmp_path):
+    from syndiffix_ops.cli import run_tables
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'source.db'}")
+    _make_source(engine, None, declare_keys=True)
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    config = parse_config(
+        {
+            "source": str(engine.url),
+            "target": target,
+            "tables": [{"source": "customers"}, {"source": "orders"}],
+        }
+    )
+    outcomes = run_tables(config, [config.table("orders")], salt=SALT)
+    assert [(o.name, o.error) for o in outcomes] == [("linked set customers, orders", None)]
+    assert [r.target_table for r in outcomes[0].results] == ["customers", "orders"]
+    dry = run_tables(config, list(config.tables), salt=SALT, dry_run=True)
+    assert [r.status for r in dry[0].results] == ["dry_run", "dry_run"]
+    engine.dispose()
