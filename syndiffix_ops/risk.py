@@ -14,8 +14,8 @@ memory; feeding one sketch chunk after chunk gives the same sketch as merging pe
 ``syndiffix_core.risk.khll``), and sketches of shards can be merged.
 
 What is stored (lineage) or shown (HTML) goes through ``coarse``: counts rounded to two significant
-digits and shares to 0.001, so neither an exact source row count nor a rare value's exact count leaves the
-warehouse. ``syndiffix-ops risk`` prints the unrounded estimates to whoever holds the source credentials.
+digits but never finer than tens (a 37-row table shows 40 ids), and shares to 0.001, so neither an exact
+source row count nor a rare value's exact count leaves the warehouse, however small the table. ``syndiffix-ops risk`` prints the unrounded estimates to whoever holds the source credentials.
 """
 
 from __future__ import annotations
@@ -221,7 +221,8 @@ def _value_domain(series: pd.Series) -> str:
 
 
 def coarse(value: Any) -> Any:
-    """Counts to two significant digits, shares to 0.001, recursively: what may leave the warehouse."""
+    """What may leave the warehouse, recursively: counts (integers, and numbers above 1) to two
+    significant digits but never finer than tens, shares (fractions up to 1) to 0.001."""
     if isinstance(value, Mapping):
         return {key: coarse(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -232,11 +233,21 @@ def coarse(value: Any) -> Any:
         number = float(value)
         if not math.isfinite(number):
             return None
-        if abs(number) <= 1.0:
+        if isinstance(value, float | np.floating) and abs(number) <= 1.0:
             return round(number, 3)
-        digits = 1 - int(math.floor(math.log10(abs(number))))
-        return int(round(number, digits))
+        return coarse_count(number)
     return value
+
+
+def coarse_count(number: float) -> int:
+    """A count rounded so that no small count is exact: 0 stays 0, 1-14 become 10, 15-24 become 20,
+    37 becomes 40, 123 becomes 120, 4,567 becomes 4,600 (two significant digits, at least tens)."""
+    magnitude = abs(number)
+    if magnitude == 0:
+        return 0
+    step = max(10, 10 ** (int(math.floor(math.log10(magnitude))) - 1))
+    rounded = max(int(math.floor(magnitude / step + 0.5)) * step, step)
+    return int(math.copysign(rounded, number))
 
 
 @dataclass(frozen=True)
@@ -427,7 +438,8 @@ def html_section(
             )
     ids = ", ".join(source.id_columns) if source.id_columns else "rows (no AID columns)"
     parts = [
-        f"<p>Ids: {html.escape(ids)}. Estimates from KHLL sketches; counts rounded to 2 significant digits, "
+        f"<p>Ids: {html.escape(ids)}. Estimates from KHLL sketches; counts rounded to 2 significant digits (at least"
+        " to tens), "
         "shares to 0.001. Column sets most at risk first. <em>identifying</em>: at least half of the ids "
         "are alone in their class; <em>elevated</em>: at least 5 % of the ids are in classes of at most 5.</p>",
     ]

@@ -1,8 +1,8 @@
 """RiskReportOperator: the KHLL privacy-risk report of configured source tables, as an Airflow task.
 
 A thin shell over `syndiffix_ops.risk.assess_config`: it reads the source chunk by chunk (nothing is
-written to any database), returns the coarse report (counts to 2 significant digits, shares to 0.001)
-as XCom, optionally writes it as JSON, and can fail the task when a column or quasi-identifier
+written to any database), returns the coarse report (counts to 2 significant digits and at least tens,
+shares to 0.001) as XCom, optionally writes it as JSON, and can fail the task when a column or quasi-identifier
 combination is identifying, which turns a scheduled run into the "privacy regression test" of the KHLL
 paper: a new, overly unique column stops the pipeline before it is copied anywhere.
 

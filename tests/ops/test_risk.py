@@ -150,7 +150,7 @@ def test_coarse_rounds_counts_and_shares():
         "name": "x",
         "none": None,
     }
-    assert coarse([17, 3, 0.5, float("nan")]) == [17, 3, 0.5, None]
+    assert coarse([17, 3, 0, 1, 0.5, 1.0, float("nan")]) == [20, 10, 0, 10, 0.5, 1.0, None]
 
 
 # ----------------------------------------------------------------------------------- on databases
