@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from syndiffix_ops.config_file import ConfigFileError, read_yaml
 from syndiffix_ops.errors import PermanentError
 
 DEFAULT_SALT_ENV = "SYNDIFFIX_SALT"
@@ -98,7 +100,7 @@ def interpolate_env(value: str, *, what: str, environ: Mapping[str, str] | None 
 
 
 def _without_duplicates(names: list[str], what: str) -> list[str]:
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(n for n, uses in Counter(names).items() if uses > 1)
     if duplicates:
         raise ValueError(f"{what} listed more than once: {duplicates}")
     return names
@@ -532,17 +534,21 @@ class PipelineConfig(_Strict):
             return None
         _check_env_references(url)
         from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
+        from sqlalchemy.exc import NoSuchModuleError
 
         if _ENV_REFERENCE.fullmatch(url):
             # The whole URL comes from one variable (a common way to keep credentials out of files):
             # its shape can only be checked once it is resolved, in _resolved_url.
             return url
+        # Placeholders stand in for ${VAR}s so the URL's shape is checked without the secrets.
+        shape = _ENV_REFERENCE.sub("x", url)
+        problem = url_shape_problem(shape)
+        if problem:
+            raise ValueError(f"not a SQLAlchemy URL ({problem})")
         try:
-            # Placeholders stand in for ${VAR}s so the URL's shape is checked without the secrets.
-            make_url(_ENV_REFERENCE.sub("x", url))
-        except ArgumentError as error:
-            raise ValueError(f"not a SQLAlchemy URL ({error})") from None
+            make_url(shape).get_dialect()
+        except NoSuchModuleError:
+            raise ValueError(unknown_dialect_problem(make_url(shape).drivername)) from None
         return url
 
     @field_validator("salt_env")
@@ -562,6 +568,9 @@ class PipelineConfig(_Strict):
             elif url is not None and conn_id is not None:
                 problems.append(f"{side}: give {side} or {side}_conn_id, not both")
         problems += _cross_table_problems(self.tables)
+        target = _url_shape(self.target) if self.target else None
+        if target is not None and target.get_backend_name() == "sqlite" and self.target_schema:
+            problems.append(f"target_schema: {sqlite_schema_problem(self.target_schema)}")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -617,14 +626,10 @@ class PipelineConfig(_Strict):
                 ]
             )
         resolved = interpolate_env(url, what=f"{self._file}: {side}", environ=environ)
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
-
-        try:
-            make_url(resolved)
-        except ArgumentError:
+        problem = url_shape_problem(resolved)
+        if problem:
             # Name the variable, never echo its value: it may hold a password.
-            raise ConfigError([f"{self._file}: {side}: {url} does not hold a SQLAlchemy URL"]) from None
+            raise ConfigError([f"{self._file}: {side}: {url} does not hold a SQLAlchemy URL ({problem})"])
         return resolved
 
     def config_hash(self) -> str:
@@ -635,6 +640,43 @@ class PipelineConfig(_Strict):
 
 def _first_set(*values: int | None) -> int:
     return next(value for value in values if value is not None)
+
+
+def url_shape_problem(url: str) -> str | None:
+    """Why `url` is not a usable SQLAlchemy URL, without echoing any of it (it may hold a password).
+
+    An unencoded '@' or ':' in a password makes the rest of it the host or port, which drivers then
+    print in their errors: refused here."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        parsed = None
+    if parsed is None or "@" in (parsed.host or ""):
+        return (
+            "the form is dialect+driver://user:password@host:port/database, and a user name or password "
+            "holding '@', ':' or '/' must be percent-encoded (%40, %3A, %2F)"
+        )
+    return None
+
+
+def sqlite_schema_problem(schema: str) -> str:
+    return (
+        f"target_schema {schema!r} is set, but a SQLite target has no schemas; remove target_schema "
+        "(the synthetic tables and the lineage table go into the target file)"
+    )
+
+
+def unknown_dialect_problem(drivername: str) -> str:
+    hint = (
+        " (PostgreSQL is postgresql+psycopg://)" if drivername.split("+")[0] in ("postgres", "pgsql") else ""
+    )
+    return (
+        f"{drivername!r} is not a database type SQLAlchemy knows{hint}; use postgresql+psycopg://, "
+        "mysql+pymysql://, mariadb+pymysql:// or sqlite:///"
+    )
 
 
 def _deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -656,8 +698,8 @@ def _effective_engine_params(
 
 def _cross_table_problems(tables: Sequence[TableConfig]) -> list[str]:
     problems = []
-    names = [t.display_name for t in tables]
-    for name in sorted({n for n in names if names.count(n) > 1}):
+    names = Counter(t.display_name for t in tables)
+    for name in sorted(n for n, uses in names.items() if uses > 1):
         problems.append(f"tables: name {name!r} is used by more than one table; set distinct `name`s")
     known = {n for t in tables for n in (t.display_name, t.table_name)}
     for table in tables:
@@ -668,7 +710,7 @@ def _cross_table_problems(tables: Sequence[TableConfig]) -> list[str]:
                     f"which is not a configured table"
                 )
     targets = [target for t in tables for target in t.output_targets().values()]
-    for target in sorted({t for t in targets if targets.count(t) > 1}):
+    for target in sorted(t for t, uses in Counter(targets).items() if uses > 1):
         problems.append(f"tables: target table {target!r} is written by more than one output")
     return problems
 
@@ -773,16 +815,9 @@ def load_config(path: str | Path) -> PipelineConfig:
     """Read and validate a YAML config; raise ConfigError listing every problem with file, line and field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise ConfigError([f"{path}: cannot read the file ({error.strerror})"]) from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigError([f"{where}: not valid YAML ({getattr(error, 'problem', error)})"]) from None
+        data, node = read_yaml(path)
+    except ConfigFileError as error:
+        raise ConfigError([str(error)]) from None
     lines = _line_numbers(node) if node is not None else {}
     config = parse_config(data, file=str(path), lines=lines)
     if config.report_dir is not None and not config.report_dir.is_absolute():

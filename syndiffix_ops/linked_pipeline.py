@@ -20,6 +20,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
+from syndiffix_ops.connections import create_engine
 from syndiffix_ops.engines import get_engine
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
 from syndiffix_ops.pipeline import (
@@ -28,10 +29,11 @@ from syndiffix_ops.pipeline import (
     Progress,
     TableRunResult,
     _check_drift,
+    _check_where,
     _derived_columns,
-    _engine,
     _Output,
     _reflect,
+    _refuse_overwriting_sources,
     _resolve_columns,
     _result,
     _salt,
@@ -81,9 +83,18 @@ def run_linked_set(
     run_id = run_id or uuid.uuid4().hex
     notify = progress or (lambda stage, fraction: None)
     label = f"linked set {', '.join(linked_set.tables)}"
-    source_engine, owns_source = _engine(source, config.source_url)
-    target_engine, owns_target = _engine(target, config.target_url)
+    source_engine, owns_source = create_engine("source", source, config.source_url, label)
     try:
+        target_engine, owns_target = create_engine("target", target, config.target_url, label)
+    except ConfigError:
+        if owns_source:
+            source_engine.dispose()
+        raise
+    try:
+        for name in linked_set.tables:  # the checks of a single table, before anything is read or written
+            table, table_label = config.table(name), f"table {name}"
+            _check_where(table.where, source_engine.dialect.name, table_label)
+            _refuse_overwriting_sources(config, table, source_engine, target_engine, table_label)
         members = [
             _member(config, linked_set, name, source_engine, target_engine) for name in linked_set.tables
         ]

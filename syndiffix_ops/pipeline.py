@@ -28,7 +28,9 @@ from syndiffix_ops.config import (
     TableConfig,
     WriteMode,
     lineage_name_conflicts,
+    sqlite_schema_problem,
 )
+from syndiffix_ops.connections import connect, create_engine
 from syndiffix_ops.engines import get_engine, resolved_params
 from syndiffix_ops.errors import PermanentError
 from syndiffix_ops.lineage import (
@@ -169,8 +171,13 @@ def run_table(
     source_table: SourceTable | None = None
     results: list[TableRunResult] = []
 
-    source_engine, owns_source = _engine(source, config.source_url)
-    target_engine, owns_target = _engine(target, config.target_url)
+    source_engine, owns_source = create_engine("source", source, config.source_url, label)
+    try:
+        target_engine, owns_target = create_engine("target", target, config.target_url, label)
+    except ConfigError:
+        if owns_source:
+            source_engine.dispose()
+        raise
     try:
         _check_where(table_config.where, source_engine.dialect.name, label)
         _refuse_overwriting_sources(config, table_config, source_engine, target_engine, label)
@@ -346,13 +353,6 @@ def _record_failed_outputs(
         )
 
 
-def _engine(given: sa.Engine | str | None, url: Callable[[], str]) -> tuple[sa.Engine, bool]:
-    """The engine to use and whether run_table created it (and so disposes of it)."""
-    if isinstance(given, sa.Engine):
-        return given, False
-    return sa.create_engine(given if isinstance(given, str) else url()), True
-
-
 def _refuse_overwriting_sources(
     config: PipelineConfig, table: TableConfig, source: sa.Engine, target: sa.Engine, label: str
 ) -> None:
@@ -361,7 +361,9 @@ def _refuse_overwriting_sources(
     problems = lineage_name_conflicts(table)
     sources = [(t.schema_name, t.table_name) for t in config.tables]
     outputs = [(config.target_schema, name) for name in table.output_targets().values()]
-    with source.connect() as source_conn, target.connect() as target_conn:
+    if target.dialect.name == "sqlite" and config.target_schema:
+        problems.append(f"target: {sqlite_schema_problem(config.target_schema)}")
+    with connect(source, "source", label) as source_conn, connect(target, "target", label) as target_conn:
         for output, overwritten in overlaps(source_conn, target_conn, sources, outputs):
             problems.append(
                 f"output {_qualified(*output)} is the source table {_qualified(*overwritten)} "
