@@ -26,7 +26,7 @@ def write(tmp_path: Path, text: str, name: str = "pipeline.yaml") -> Path:
 
 GOOD = """
 source: postgresql+psycopg://reader:${SRC_PASSWORD}@db.internal:5432/sales
-target: sqlite:///synthetic.db
+target: postgresql+psycopg://writer@dw.internal:5432/analytics  # a SQLite target has no target_schema
 target_schema: synthetic
 report_dir: reports
 dag:
