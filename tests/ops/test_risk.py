@@ -468,4 +468,10 @@ def test_run_table_refuses_a_bad_quasi_identifier_before_reading(tmp_path, half_
 @pytest.mark.mariadb
 def test_report_from_mariadb(mariadb_url):
     customers, orders = make_warehouse(mariadb_url)
-    check_report(mariadb_url, customers, orders)
+    try:
+        check_report(mariadb_url, customers, orders)
+    finally:  # the session's database is shared: leave no customers/orders for the next test
+        engine = sa.create_engine(mariadb_url)
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE IF EXISTS orders, customers")
+        engine.dispose()
