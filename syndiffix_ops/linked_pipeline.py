@@ -39,6 +39,7 @@ from syndiffix_ops.pipeline import (
     _salt,
     _target_columns,
     quality_metrics,
+    refuse_too_few_rows,
     run_parameters,
 )
 from syndiffix_ops.provenance import code_version
@@ -116,6 +117,15 @@ def run_linked_set(
         read_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
         synthetic, metadata = _synthesize(members, salts.pop(), notify)
+        for member in members:  # the whole set is written in one transaction: one short table stops it
+            target = (
+                f"{config.target_schema}.{member.output.target}"
+                if config.target_schema
+                else member.output.target
+            )
+            refuse_too_few_rows(
+                f"table {member.name}", len(synthetic[member.name]), member.effective.min_rows, target
+            )
         synthesize_seconds = time.perf_counter() - clock
         return _write(
             config,

@@ -373,6 +373,17 @@ def _refuse_overwriting_sources(
         raise RefusedConfigError([f"{label}: {problem}; nothing was written" for problem in problems])
 
 
+def refuse_too_few_rows(label: str, rows: int, min_rows: int, target: str) -> None:
+    """TooFewRowsError when an output has fewer synthetic rows than min_rows. The synthetic count is
+    anonymized and is what the table would show; the source's count is never told."""
+    if rows < min_rows:
+        raise TooFewRowsError(
+            f"{label}: the synthetic output has {rows} rows, fewer than min_rows={min_rows}; nothing was "
+            f"written, {target} and its lineage are as before. Check the where filter (few or no matching "
+            "rows) or lower min_rows (0 allows an empty table)"
+        )
+
+
 def _check_where(where: str | None, dialect: str, label: str) -> None:
     if where is not None:
         try:
@@ -604,13 +615,9 @@ def _synthesize_output(
             f"{label}: engine {engine.name} returned columns {list(synthetic.columns)}, "
             f"expected {derived.synthesized}"
         )
-    if len(synthetic) < effective.min_rows:
-        # The synthetic count is anonymized and is what the table would show; the source's is never told.
-        raise TooFewRowsError(
-            f"{label}: the synthetic output has {len(synthetic)} rows, fewer than min_rows={effective.min_rows}; "
-            f"nothing was written, {_qualified(config.target_schema, output.target)} and its lineage are as "
-            "before. Check the where filter (few or no matching rows) or lower min_rows (0 allows an empty table)"
-        )
+    refuse_too_few_rows(
+        label, len(synthetic), effective.min_rows, _qualified(config.target_schema, output.target)
+    )
     synthetic = derived.complete(synthetic)
     timings["synthesize"] = time.perf_counter() - clock
 

@@ -94,3 +94,43 @@ def test_cli_reports_the_refusal_as_one_line_and_exits_1(tmp_path):
     assert result.exit_code == EXIT_TABLE_FAILED, result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "0 rows, fewer than min_rows=1" in errors[0], result.stderr
+
+
+def test_a_linked_set_with_a_short_table_writes_none_of_its_tables(tmp_path):
+    import sqlalchemy as sa
+
+    from syndiffix_ops.linked_pipeline import run_linked_set
+    from syndiffix_ops.run_plan import database_key_reader, plan_run
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE customers (customer_id INTEGER PRIMARY KEY, age INTEGER)")
+        conn.exec_driver_sql(
+            "CREATE TABLE orders (order_id INTEGER PRIMARY KEY, "
+            "customer_id INTEGER NOT NULL REFERENCES customers(customer_id), amount REAL)"
+        )
+        conn.exec_driver_sql(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 150) "
+            "INSERT INTO customers SELECT i, 18 + i % 60 FROM n"
+        )
+        conn.exec_driver_sql(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400) "
+            "INSERT INTO orders SELECT i, 1 + i % 150, (i % 37) * 2.5 FROM n"
+        )
+    config = parse_config(
+        {
+            "source": f"sqlite:///{tmp_path / 'shop.db'}",
+            "target": f"sqlite:///{tmp_path / 'synthetic.db'}",
+            "risk": {"enabled": False},
+            "tables": [
+                {"source": "customers"},
+                {"source": "orders", "min_rows": 100_000},
+            ],
+        }
+    )
+    [linked_set] = plan_run(config, database_key_reader(engine)).linked_sets
+    with pytest.raises(
+        TooFewRowsError, match=r"^table orders: the synthetic output has \d+ rows, fewer than min_rows=100000"
+    ):
+        run_linked_set(config, linked_set, salt=SALT)
+    assert table_names(sa.create_engine(f"sqlite:///{tmp_path / 'synthetic.db'}"), None) == set()
