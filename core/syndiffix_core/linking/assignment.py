@@ -100,7 +100,6 @@ def assign(
     children = len(child_value) if child_value is not None else len(child_context[0]) if child_context else 0
     if children == 0:
         return np.zeros(0, dtype=np.int64)
-    child_keys, parent_keys = [], []
     # child-side buckets: about CHILD_SIDE_BUCKETS cells in all, or sparse cells would pile a bucket's
     # children onto its few parents
     buckets = (
@@ -108,29 +107,30 @@ def assign(
         if by_context
         else CONTEXT_BUCKETS
     )
+    child_bucket = np.zeros(children, dtype=np.int64)
+    parent_bucket = np.zeros(len(counts), dtype=np.int64)
     for child_values, parent_values in zip(child_context, parent_context, strict=True):
         child_codes, parent_codes = _shared_buckets(child_values, parent_values, buckets)
-        child_keys.append(child_codes)
-        parent_keys.append(parent_codes)
+        radix = int(max(child_codes.max(initial=0), parent_codes.max(initial=0))) + 1
+        # one code per combination of context buckets, in lexicographic order, kept dense
+        combined = np.concatenate([child_bucket * radix + child_codes, parent_bucket * radix + parent_codes])
+        dense = np.unique(combined, return_inverse=True)[1].ravel()
+        child_bucket, parent_bucket = dense[:children], dense[children:]
     places = capacities(counts, children)
-    if child_keys:
-        stacked = np.column_stack(
-            [np.concatenate([c, p]) for c, p in zip(child_keys, parent_keys, strict=True)]
-        )
-        bucket = np.unique(stacked, axis=0, return_inverse=True)[1].ravel()
-        by_bucket = bucket_capacities(counts, bucket[children:], bucket[:children])
+    if len(child_context):
+        by_bucket = bucket_capacities(counts, parent_bucket, child_bucket)
         places = by_bucket if by_context else capped_places(by_bucket, places)
     noise = rng.standard_normal(children)
     if child_value is None or parent_mean is None or np.isnan(parent_mean).all():
-        return _fill([*child_keys, noise], parent_keys, places)
-    parent_keys.append(_nan_last(parent_mean))
+        return _fill(child_bucket, noise, np.argsort(parent_bucket, kind="stable"), places)
+    parent_order = np.lexsort((_nan_last(parent_mean), parent_bucket))
     values = np.asarray(child_value, dtype=float)
     standard = np.nan_to_num((values - np.nanmean(values)) / (np.nanstd(values) or 1.0), nan=0.0)
     target = _spread(parent_mean, places)
     low, high, best = 0.0, 1.0, None
     for _ in range(BLEND_STEPS):
         weight = (low + high) / 2
-        best = _fill([*child_keys, weight * standard + (1 - weight) * noise], parent_keys, places)
+        best = _fill(child_bucket, weight * standard + (1 - weight) * noise, parent_order, places)
         if _spread(_realized_means(best, values, len(places)), places) < target:
             low = weight
         else:
@@ -138,11 +138,11 @@ def assign(
     return best
 
 
-def _fill(child_keys: list[np.ndarray], parent_keys: list[np.ndarray], places: np.ndarray) -> np.ndarray:
-    """The k-th child in child order takes the k-th place in parent order."""
-    children = len(child_keys[0])
-    child_order = np.lexsort(child_keys[::-1])
-    parent_order = np.lexsort(parent_keys[::-1]) if parent_keys else np.arange(len(places))
+def _fill(bucket: np.ndarray, within: np.ndarray, parent_order: np.ndarray, places: np.ndarray) -> np.ndarray:
+    """Children ordered by bucket, then by `within`; the k-th child takes the k-th place in parent order.
+    One float key (bucket + a monotone squash of `within` into (0, 1)) sorts faster than a lexsort."""
+    children = len(bucket)
+    child_order = np.argsort(bucket + (0.5 + np.arctan(within) / np.pi))
     ends = np.cumsum(places[parent_order])
     slot = np.searchsorted(ends, np.arange(children), side="right")
     parents = np.empty(children, dtype=np.int64)
