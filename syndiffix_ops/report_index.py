@@ -121,18 +121,19 @@ def _overview_section(by_table: Mapping[str, Sequence[Payload]]) -> ReportSectio
     for table in sorted(by_table):
         latest = _latest_success(by_table[table])
         if latest is None:
-            rows.append(f"<tr><td>{_anchor(table)}</td><td colspan='3'>no successful run</td></tr>")
+            rows.append(f"<tr><td>{_anchor(table)}</td><td colspan='4'>no successful run</td></tr>")
             continue
         metrics = latest["metrics"]
         scores = metrics.get("scores") or {}
         rows.append(
             f"<tr><td>{_anchor(table)}</td><td class='score'>{fmt_number(scores.get('overall'), 1)}</td>"
-            f"<td>{fmt_number(scores.get('sample'), 1)}</td><td>{_attention_text(metrics)}</td></tr>"
+            f"<td>{fmt_number(scores.get('sample'), 1)}</td><td>{_attention_text(metrics)}</td>"
+            f"<td>{_risk_text(latest.get('risk'))}</td></tr>"
         )
     return ReportSection(
         "Tables (latest run)",
         "<table><tr><th>table</th><th>fidelity (0&ndash;100)</th><th>sample of the source</th>"
-        f"<th>needs attention</th></tr>{''.join(rows)}</table>",
+        f"<th>needs attention</th><th>risk</th></tr>{''.join(rows)}</table>",
     )
 
 

@@ -36,8 +36,8 @@ _CHANCE_SLACK = 0.005
 
 def value_domains(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, float]:
     """Domain size per column: the values between min and max at the column's resolution for whole
-    numbers, decimals, dates and timestamps; the distinct values otherwise (strings, booleans, reals
-    with more than 6 decimals). Only used to compute chance shares; never stored."""
+    numbers, decimals, dates and timestamps; unbounded (chance 0) for reals with more than 6 decimals;
+    the distinct values otherwise (strings, booleans). Only used to compute chance shares; never stored."""
     return {column: _domain(frame[column]) for column in columns}
 
 
@@ -55,7 +55,7 @@ def _domain(series: pd.Series) -> float:
             scaled = values * 10.0**decimals
             if np.allclose(scaled, np.round(scaled), rtol=0, atol=1e-6):
                 return max(distinct, float(np.ptp(scaled)) + 1.0)
-        return max(distinct, 1.0)
+        return math.inf  # reals on no grid: a random value practically never equals a source value
     inferred = pd.api.types.infer_dtype(present, skipna=True)
     if inferred == "date":
         days = pd.to_datetime(present).to_numpy("datetime64[D]").astype(np.int64)
@@ -113,11 +113,12 @@ def advice(columns: Sequence[str], level: str, domain_kind: str, distinct_ratio:
             f"`columns: {{{column}: drop}}`."
         )
     if domain_kind in {"number", "time"}:
+        coarser = f"ROUND({column}, 1)" if domain_kind == "number" else f"DATE_TRUNC('month', {column})"
         return (
             f"{column} is fine-grained enough to single out entities. Generalize it in the source (a view "
-            f"that rounds it, e.g. `ROUND({column}, 1)` or a date truncated to the month, named in `source:`), "
-            f"or drop it: `columns: {{{column}: drop}}`. SynDiffix does not copy single values; the "
-            "reproduction figure below says whether the output gives them back more than chance."
+            f"that selects e.g. `{coarser} AS {column}`, named in `source:`), or drop it: "
+            f"`columns: {{{column}: drop}}`. SynDiffix does not copy single values; the reproduction figure "
+            "below says whether the output gives them back more than chance."
         )
     return (
         f"{column} singles out entities. Drop it: `columns: {{{column}: drop}}`, or generalize it in a "

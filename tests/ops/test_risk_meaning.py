@@ -17,6 +17,7 @@ def test_domains_count_every_value_between_min_and_max_at_the_columns_resolution
         {
             "age": [18, 30, 90],
             "price": [0.5, 1.25, 10.0],
+            "lat": [40.6398262, 40.7772497, 40.6925],
             "day": [dt.date(2000, 1, 1), dt.date(2000, 1, 11), dt.date(2000, 1, 2)],
             "stamp": pd.to_datetime(["2020-01-01 00:00", "2020-01-01 10:00", "2020-01-01 05:00"]),
             "city": ["Oslo", "Rome", "Oslo"],
@@ -25,6 +26,7 @@ def test_domains_count_every_value_between_min_and_max_at_the_columns_resolution
     assert value_domains(frame, list(frame.columns)) == {
         "age": 73.0,
         "price": 951.0,  # 0.50 .. 10.00 in steps of 0.01
+        "lat": float("inf"),  # on no grid: a random value never hits a source value
         "day": 11.0,
         "stamp": 11.0,  # whole hours
         "city": 2.0,
