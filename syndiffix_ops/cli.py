@@ -291,14 +291,18 @@ def run_tables(
 
 def _run_plan(config: PipelineConfig) -> Any:
     """Linked sets from the YAML's keys and, unless keys_from_database is false, the source's."""
-    import sqlalchemy as sa
 
     from syndiffix_ops.run_plan import database_key_reader, plan_run
 
     if not config.keys_from_database:
         return plan_run(config)
-    source = sa.create_engine(config.source_url())
+    from syndiffix_ops.connections import connect, create_engine
+
+    label = f"{config.config_path or 'config'} (reading the source's keys)"
+    source, _ = create_engine("source", None, config.source_url, label)
     try:
+        with connect(source, "source", label):  # a wrong URL fails here, as one line naming the side
+            pass
         return plan_run(config, database_key_reader(source))
     finally:
         source.dispose()
@@ -466,8 +470,7 @@ def report(config_path: Path, report_dir: Path | None, verbose: bool) -> None:
     """
     _configure_logging(verbose)
     with handle_errors(verbose):
-        import sqlalchemy as sa
-
+        from syndiffix_ops.connections import connect, create_engine
         from syndiffix_ops.lineage import lineage_history
         from syndiffix_ops.report_index import payloads_from_lineage, write_report_index
 
@@ -477,8 +480,10 @@ def report(config_path: Path, report_dir: Path | None, verbose: bool) -> None:
             raise UsageFailure(
                 f"{config_path}: no report folder: set report_dir in the config or pass --report-dir"
             )
-        engine = sa.create_engine(config.target_url())
+        engine, _ = create_engine("target", None, config.target_url, str(config_path))
         try:
+            with connect(engine, "target", str(config_path)):  # a wrong URL fails here, as one line
+                pass
             rows = lineage_history(engine, config.target_schema)
         finally:
             engine.dispose()

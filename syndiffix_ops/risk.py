@@ -593,8 +593,13 @@ def assess_config(
     joinability. `source` overrides the config's source URL; `progress(table, rows read)` is optional."""
     params = RiskParams.from_config(config.risk)
     selected = [config.table(name) for name in tables] if tables else list(config.tables)
-    engine = source if isinstance(source, sa.Engine) else sa.create_engine(source or config.source_url())
+    from syndiffix_ops.connections import connect, create_engine
+
+    label = f"{config.config_path or 'config'} (risk report)"
+    engine, _ = create_engine("source", source, config.source_url, label)
     try:
+        with connect(engine, "source", label):  # a wrong URL fails here, as one line naming the side
+            pass
         sketchers: dict[str, TableSketcher] = {}
         results = []
         for table in selected:

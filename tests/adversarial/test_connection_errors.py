@@ -183,3 +183,21 @@ def test_cli_run_prints_one_line_and_exits_1(pg_url, sqlite_source, tmp_path):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and SECRET not in result.output, result.output
     assert "table orders_synth: target: cannot connect to postgresql database" in errors[0]
+
+
+@pytest.mark.parametrize("command", ["run", "risk"])
+def test_cli_with_an_unreachable_source_prints_one_line_naming_it(pg_url, tmp_path, command):
+    """Before any table runs, `run` reads the source's keys and `risk` its tables: both say which side."""
+    wrong_port = sa.engine.make_url(pg_url).set(port=1, password=SECRET).render_as_string(hide_password=False)
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"source: {wrong_port}\ntarget: sqlite:///{tmp_path / 't.db'}\ntables:\n  - source: orders\n"
+        "    target: orders_synth\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(main, [command, str(path)], env={"SYNDIFFIX_SALT": "s"})
+    assert result.exit_code == EXIT_TABLE_FAILED, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and SECRET not in result.output, result.output
+    assert f"{path}" in errors[0] and "source: cannot connect to postgresql database" in errors[0]
+    assert "nothing answers at 127.0.0.1:1" in errors[0]
