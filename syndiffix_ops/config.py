@@ -969,9 +969,16 @@ def _format_problem(
     if len(loc) >= 2 and loc[0] == "tables" and isinstance(loc[1], int):
         head = f"tables[{loc[1]}]" + (f" ({table_label})" if table_label else "")
         field = ".".join(str(part) for part in loc[2:]) or "(table entry)"
-        return f"{where}: {head} -> {field}: {message}"
+        return _printable(f"{where}: {head} -> {field}: {message}")
     field = ".".join(str(part) for part in loc) or "(top level)"
-    return f"{where}: {field}: {message}"
+    return _printable(f"{where}: {field}: {message}")
+
+
+def _printable(problem: str) -> str:
+    """One line, whatever the names in it hold: a line break in a table name must not split the problem."""
+    if problem.isprintable():
+        return problem
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in problem)
 
 
 def _line_numbers(node: yaml.Node, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:

@@ -44,12 +44,28 @@ def check_identifiers(dialect: sa.Dialect, names: Iterable[tuple[str, str]]) -> 
         return
     maximum, unit = limit
     for what, name in names:
+        if dialect.name in ("mysql", "mariadb"):
+            _check_mysql_characters(what, name)
         length = _length(name, unit)
         if length > maximum:
             raise IdentifierError(
                 f"{what} {name!r} is {length} {unit} long, but {dialect.name} allows at most "
                 f"{maximum} {unit} per name (it would be cut short or refused); choose a shorter name"
             )
+
+
+def _check_mysql_characters(what: str, name: str) -> None:
+    """MySQL/MariaDB store names in 3-byte UTF-8 and drop trailing spaces: refuse what they cannot hold."""
+    beyond = [c for c in name if ord(c) > 0xFFFF]
+    if beyond:
+        raise IdentifierError(
+            f"{what} {name!r} holds {beyond[0]!r} (U+{ord(beyond[0]):X}), a character MySQL/MariaDB names "
+            "cannot hold (only the Basic Multilingual Plane); choose another name"
+        )
+    if name != name.rstrip(" "):
+        raise IdentifierError(
+            f"{what} {name!r} ends with a space, which MySQL/MariaDB names cannot; choose another name"
+        )
 
 
 def derived_name(prefix: str, target: str, run: str) -> str:

@@ -138,6 +138,14 @@ def _type_sql(sql_type: sa.types.TypeEngine, dialect: sa.Dialect) -> str:
         return repr(sql_type)
 
 
+def _as_read(column: sa.Column) -> sa.ColumnElement:
+    """The column as the engines need its values. MySQL's DOUBLE reflects with asdecimal=True, whose
+    result conversion keeps 10 decimals: 6.2e-286 would arrive as 0. Floats are read as floats."""
+    if isinstance(column.type, sa.Float) and column.type.asdecimal:
+        return sa.type_coerce(column, sa.Float(asdecimal=False)).label(column.name)
+    return column
+
+
 def _filtered(source: SourceTable, where: str | None, columns: Sequence[sa.ColumnElement]) -> sa.Select:
     statement = sa.select(*columns).select_from(source.table)
     if not where:
@@ -237,7 +245,7 @@ def _series_chunks(
                 f"source table {source.qualified_name}: column {name!r} ({source.column(name).type_sql}) "
                 "cannot be read for synthesis; set its policy to drop"
             )
-    statement = _filtered(source, where, [source.table.c[name] for name in names])
+    statement = _filtered(source, where, [_as_read(source.table.c[name]) for name in names])
     if max_rows is not None:
         statement = statement.limit(max_rows + 1)
     as_text = [name in aid_columns and kinds[name] is not ValueKind.INTEGER for name in names]

@@ -89,3 +89,12 @@ def test_mariadb_backticks_in_column_names_survive_reading_and_writing(mariadb):
         assert list(names) == ["a`b", "`edge`"]
         rows = conn.exec_driver_sql("SELECT * FROM ticks_synth").all()
     assert len(rows) > 200 and {row[1] for row in rows} <= {"v0", "v1", "v2"}
+
+
+def test_mariadb_double_values_are_read_as_floats_not_decimals_of_ten_places(mariadb):
+    with mariadb.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE IF EXISTS doubles")
+        conn.exec_driver_sql("CREATE TABLE doubles (x DOUBLE)")
+        conn.exec_driver_sql("INSERT INTO doubles VALUES (6.185418091487019e-286), (-2.5e-12), (1.5e300)")
+    frame = read_columns(mariadb, reflect_table(mariadb, None, "doubles"), ["x"])
+    assert frame["x"].tolist() == [6.185418091487019e-286, -2.5e-12, 1.5e300]

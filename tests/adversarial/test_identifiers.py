@@ -127,3 +127,13 @@ def test_helper_table_names_have_a_fixed_length_whatever_the_target_name():
             name = derived_name(prefix, target, uuid.uuid4().hex[:16])
             assert name.startswith(prefix) and len(name) == len(prefix) + 25 <= 63
     assert derived_name(STAGING_PREFIX, "a", "r") != derived_name(STAGING_PREFIX, "b", "r")
+
+
+@pytest.mark.parametrize("target", ["𐀀 table", "trailing "])
+def test_mariadb_names_it_cannot_hold_are_refused_up_front(mariadb, target):
+    _source(mariadb, None, f"chars_{uuid.uuid4().hex[:6]}")
+    source = [n for n in sa.inspect(mariadb).get_table_names() if n.startswith("chars_")][-1]
+    with pytest.raises(PipelineError) as caught:
+        run_table(config_for(mariadb, mariadb, source, target), target, salt=SALT, dry_run=True)
+    message = one_line(caught.value)
+    assert f"target table {target!r}" in message and "MySQL/MariaDB names cannot" in message
