@@ -452,12 +452,14 @@ def _quantile_bins(
     distinct, counts = np.unique(present, return_counts=True)
     heavy = distinct[(counts >= present.size / bins) & (counts >= rare_threshold)]
     rest = present[~np.isin(present, heavy)]
-    if rest.size:
+    if rest.size >= (rare_threshold if heavy.size else 1):  # a few rows beside point bins: "other (rare)"
         quantiles = np.quantile(rest, np.linspace(0.0, 1.0, max(bins - heavy.size, 2) + 1)[1:-1])
         step = _rounding_step(rest, kind)
         edges = np.unique(np.round(quantiles / step) * step)
         edges = _merge_rare_bins(edges, rest, rare_threshold)
         value_labels = _interval_labels(edges, kind, step)
+        if heavy.size and edges.size == 0:
+            value_labels = ["other values"]  # the values besides the point bins, too few to cut
     else:
         edges = np.empty(0)
         value_labels = [] if heavy.size else _interval_labels(edges, kind, 1.0)

@@ -312,3 +312,13 @@ def test_no_bin_of_unnamed_values_is_larger_than_the_largest_named_one():
     column = compute_quality(tails, tails.copy())["columns"]["tailnum"]
     assert all(label.startswith("values ranked ") for label in column["bins"])
     assert 15 <= len(column["bins"]) <= 21 and max(column["original_share"]) < 0.1
+
+
+def test_the_values_beside_point_bins_are_other_values_or_rare():
+    zone = pd.DataFrame({"tz": [-5] * 60 + [-6] * 25 + [-8] * 12 + [10] * 3})
+    column = compute_quality(zone, zone.copy())["columns"]["tz"]
+    assert column["bins"] == ["= -8", "= -6", "= -5", "other (rare)"]  # 3 rows: never a bin of their own
+    zone = pd.DataFrame({"tz": [-5] * 600 + [-6] * 250 + [-8] * 130 + [9] * 15 + [10] * 5})
+    column = compute_quality(zone, zone.copy())["columns"]["tz"]
+    assert column["bins"] == ["= -8", "= -6", "= -5", "other values"]  # 20 rows, too few to cut in two
+    assert column["original_share"] == [0.13, 0.25, 0.6, 0.02]
