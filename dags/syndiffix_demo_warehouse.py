@@ -9,10 +9,12 @@ from pathlib import Path
 
 from syndiffix_ops.airflow.dag_factory import build_dag
 
-# The salt is the password of the Airflow connection `syndiffix_salt` (masked in logs and the UI).
+# The salt is the Airflow Variable `syndiffix_salt` (docker-compose.yml passes it as AIRFLOW_VAR_SYNDIFFIX_SALT;
+# the operator masks it in logs); a connection's password works too (salt_conn_id).
 # HTML quality reports go to $SYNDIFFIX_REPORT_DIR on the worker unless the config sets report_dir.
 dag = build_dag(
     Path(__file__).parent / "configs" / "demo_warehouse.yaml",
-    salt_conn_id="syndiffix_salt",
+    salt_conn_id=None,
+    salt_variable="syndiffix_salt",
     report_dir=os.environ.get("SYNDIFFIX_REPORT_DIR"),
 )

@@ -48,6 +48,13 @@ def pg_url(worker_id: str):
 
 
 @pytest.fixture(scope="session")
+def pg_admin_url(pg_url) -> str:
+    """URL of the PostgreSQL server's maintenance database, for tests that create databases of their own
+    (reachable: pg_url has connected, or failed loudly under CI)."""
+    return PG_ADMIN_URL
+
+
+@pytest.fixture(scope="session")
 def mariadb_url(worker_id: str):
     """URL of a fresh, empty MariaDB database, dropped at the end of the session."""
     sqlalchemy = pytest.importorskip("sqlalchemy")

@@ -11,6 +11,7 @@ layer (pandas, SQLAlchemy, the engines) is imported inside `execute`, on the wor
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,9 +19,12 @@ from urllib.parse import quote
 
 from airflow.sdk import AssetAlias, BaseOperator
 
+from syndiffix_ops.airflow.links import SyntheticReportLink
+
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from syndiffix_ops.airflow.openlineage_facets import TaskPlan
     from syndiffix_ops.config import PipelineConfig
     from syndiffix_ops.pipeline import TableRunResult
 
@@ -52,6 +56,7 @@ class SyntheticTableOperator(BaseOperator):
         "report_dir",
     )
     ui_color = "#e8f1fb"
+    operator_extra_links = (SyntheticReportLink(),)
 
     def __init__(
         self,
@@ -77,6 +82,8 @@ class SyntheticTableOperator(BaseOperator):
         self.salt_variable = salt_variable
         self.report_dir = report_dir
         self._written: list[TableRunResult] = []
+        self.report_urls: dict[str, str] = {}  # target table -> this run's report (the extra link)
+        self.report_index_url: str | None = None
         self._source_url: sa.URL | None = None
         self._target_url: sa.URL | None = None
 
@@ -101,39 +108,60 @@ class SyntheticTableOperator(BaseOperator):
     def _synthesize(self, context: Any) -> list[dict[str, Any]]:
         import sqlalchemy as sa
 
-        from syndiffix_ops.airflow.hooks import connection_url
         from syndiffix_ops.config import load_config
         from syndiffix_ops.pipeline import AirflowIds
 
         config = load_config(self.config_path)
         table = _table_for_task(config, self.table, self.column_set)
-        source_conn_id = self.source_conn_id or config.source_conn_id
-        target_conn_id = self.target_conn_id or config.target_conn_id
-        self._source_url = (
-            connection_url(source_conn_id) if source_conn_id else sa.make_url(config.source_url())
-        )
-        self._target_url = (
-            connection_url(target_conn_id) if target_conn_id else sa.make_url(config.target_url())
-        )
+        self._source_url, self._target_url = self._urls(config)
         ti = context["ti"]
         source = sa.create_engine(self._source_url)
         target = sa.create_engine(self._target_url)
-        try:
-            self._written = self._run(
-                config,
-                table,
-                source=source,
-                target=target,
-                run_id=context["run_id"],
-                airflow=AirflowIds(dag_id=ti.dag_id, task_id=ti.task_id, run_id=context["run_id"]),
-                salt=self._salt(),
-                report_dir=Path(self.report_dir) if self.report_dir else None,
-            )
-        finally:
-            source.dispose()
-            target.dispose()
+        # With report_dir (any ObjectStoragePath) the reports are written locally, then copied there.
+        with tempfile.TemporaryDirectory(prefix="syndiffix-reports-") as staging:
+            try:
+                self._written = self._run(
+                    config,
+                    table,
+                    source=source,
+                    target=target,
+                    run_id=context["run_id"],
+                    airflow=AirflowIds(dag_id=ti.dag_id, task_id=ti.task_id, run_id=context["run_id"]),
+                    salt=self._salt(),
+                    report_dir=Path(staging) if self.report_dir else None,
+                )
+            finally:
+                source.dispose()
+                target.dispose()
+            self._publish_reports(Path(staging))
         self._emit_asset_events(context)
-        return [_summary(result) for result in self._written]
+        return [_summary(result, self.report_urls) for result in self._written]
+
+    def _publish_reports(self, staging: Path) -> None:
+        """Set report_urls (target table -> report) and report_index_url, copying to report_dir if set."""
+        from syndiffix_ops.airflow.report_storage import publish_reports, storage_path
+
+        if self.report_dir:
+            destination = storage_path(self.report_dir)
+            self.report_urls = publish_reports(staging, self._written, destination)
+            self.report_index_url = str(destination / "index.html") if self.report_urls else None
+            return
+        local = {r.target_table: Path(r.report_path).resolve() for r in self._written if r.report_path}
+        self.report_urls = {table: path.as_uri() for table, path in local.items()}
+        first = next(iter(local.values()), None)
+        self.report_index_url = (first.parent.parent / "index.html").as_uri() if first else None
+
+    def _urls(self, config: PipelineConfig) -> tuple[sa.URL, sa.URL]:
+        """(source, target) SQLAlchemy URLs: from the connections, else from the config's URLs."""
+        import sqlalchemy as sa
+
+        from syndiffix_ops.airflow.hooks import connection_url
+
+        source_conn_id = self.source_conn_id or config.source_conn_id
+        target_conn_id = self.target_conn_id or config.target_conn_id
+        source = connection_url(source_conn_id) if source_conn_id else sa.make_url(config.source_url())
+        target = connection_url(target_conn_id) if target_conn_id else sa.make_url(config.target_url())
+        return source, target
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
         from syndiffix_ops.pipeline import run_table
@@ -165,94 +193,56 @@ class SyntheticTableOperator(BaseOperator):
 
         events = context["outlet_events"][aliases[0]]
         for result in self._written:
-            uri = asset_uri(self._target_url, *_target_parts(result))
+            uri = asset_uri(self._target_url, *target_parts(result))
             events.add(
                 Asset(uri=uri, name=uri),
                 extra={"rows": result.rows_written, "lineage_id": result.lineage_id},
             )
 
-    def get_openlineage_facets_on_complete(self, task_instance: Any):
-        """Input and output datasets with schema facets and column lineage for each table written."""
-        from airflow.providers.openlineage.extractors import OperatorLineage
-        from openlineage.client.event_v2 import InputDataset, OutputDataset
-        from openlineage.client.facet_v2 import (
-            column_lineage_dataset,
-            output_statistics_output_dataset,
-            schema_dataset,
-        )
+    def get_openlineage_facets_on_start(self):
+        """Source and target tables from the config, before anything runs (see openlineage_facets)."""
+        from syndiffix_ops.airflow import openlineage_facets
 
-        if not self._written or self._source_url is None or self._target_url is None:
-            return OperatorLineage()
-        inputs: dict[tuple[str, str], InputDataset] = {}
-        outputs = []
-        for result in self._written:
-            source_ns, source_name = openlineage_dataset(self._source_url, *_source_parts(result))
-            target_ns, target_name = openlineage_dataset(self._target_url, *_target_parts(result))
-            inputs.setdefault(
-                (source_ns, source_name),
-                InputDataset(
-                    namespace=source_ns,
-                    name=source_name,
-                    facets={"schema": _schema_facet(schema_dataset, result.input_columns)},
-                ),
-            )
-            aid_inputs = [
-                column_lineage_dataset.InputField(
-                    namespace=source_ns,
-                    name=source_name,
-                    field=aid,
-                    transformations=[
-                        column_lineage_dataset.Transformation(
-                            type="INDIRECT",
-                            subtype="FILTER",
-                            description="AID column: decides suppression and noise, not output",
-                            masking=True,
-                        )
-                    ],
-                )
-                for aid in result.aid_columns
-            ]
-            fields = {
-                column.name: column_lineage_dataset.Fields(
-                    inputFields=[
-                        column_lineage_dataset.InputField(
-                            namespace=source_ns,
-                            name=source_name,
-                            field=column.name,
-                            transformations=[
-                                column_lineage_dataset.Transformation(
-                                    type="DIRECT",
-                                    subtype="TRANSFORMATION",
-                                    description=f"anonymized synthesis ({result.engine})",
-                                    masking=True,
-                                )
-                            ],
-                        )
-                    ],
-                    transformationDescription=f"anonymized synthesis ({result.engine})",
-                    transformationType="MASKED",
-                )
-                for column in result.output_columns
-            }
-            outputs.append(
-                OutputDataset(
-                    namespace=target_ns,
-                    name=target_name,
-                    facets={
-                        "schema": _schema_facet(schema_dataset, result.output_columns),
-                        "columnLineage": column_lineage_dataset.ColumnLineageDatasetFacet(
-                            fields=fields, dataset=aid_inputs
-                        ),
-                    },
-                    # Synthetic rows only: the source's exact row count is never published.
-                    outputFacets={
-                        "outputStatistics": output_statistics_output_dataset.OutputStatisticsOutputDatasetFacet(
-                            rowCount=result.rows_written
-                        )
-                    },
-                )
-            )
-        return OperatorLineage(inputs=list(inputs.values()), outputs=outputs)
+        return openlineage_facets.on_start(self._lineage_plan())
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any):
+        from syndiffix_ops.airflow import openlineage_facets
+
+        return openlineage_facets.on_complete(self._lineage_plan(), self._written)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any):
+        from syndiffix_ops.airflow import openlineage_facets
+
+        return openlineage_facets.on_failure(self._lineage_plan(), self._written)
+
+    def _lineage_plan(self) -> TaskPlan:
+        import os
+
+        from syndiffix_ops.airflow.openlineage_facets import TaskPlan
+        from syndiffix_ops.config import load_config
+        from syndiffix_ops.engines import get_engine, resolved_params
+        from syndiffix_ops.fingerprint import salt_fingerprint
+
+        config = load_config(self.config_path)
+        table = _table_for_task(config, self.table, self.column_set)
+        effective = config.effective(table)
+        source_url, target_url = self._urls(config)
+        salt = self._salt() or (os.environ.get(effective.salt_env) or "").encode()
+        return TaskPlan(
+            source_url=source_url,
+            target_url=target_url,
+            source_schema=table.schema_name,
+            source_table=table.table_name,
+            target_schema=config.target_schema,
+            targets=list(table.output_targets().values()),
+            aid_columns=list(table.aid_columns),
+            engine=effective.engine,
+            parameters=resolved_params(get_engine(effective.engine), effective.engine_params),
+            table=table.display_name,
+            column_set=self.column_set,
+            epsilon_per_output=getattr(effective.engine_params, "epsilon", None),
+            salt_fingerprint=salt_fingerprint(salt) if salt else None,
+        )
 
 
 class LinkedSetOperator(SyntheticTableOperator):
@@ -292,36 +282,16 @@ def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}
 
 
-def _source_parts(result: TableRunResult) -> tuple[str | None, str]:
-    # The config admits `schema.table` or `table` only, so the source name splits unambiguously.
-    schema, _, name = result.source_table.rpartition(".")
-    return schema or None, name
-
-
-def _target_parts(result: TableRunResult) -> tuple[str | None, str]:
-    # Split by the known schema, not at a dot: a target table name may contain one.
-    if result.target_schema and result.target_table.startswith(f"{result.target_schema}."):
-        return result.target_schema, result.target_table[len(result.target_schema) + 1 :]
-    return None, result.target_table
-
-
-def _authority(url: sa.URL) -> str:
+def authority(url: sa.URL) -> str:
     backend = url.get_backend_name()
     return f"{url.host or 'localhost'}:{url.port or _DEFAULT_PORTS.get(backend, 0)}"
 
 
-def openlineage_dataset(url: sa.URL, schema: str | None, table: str) -> tuple[str, str]:
-    """(namespace, name) as the OpenLineage naming spec and the SQL providers form them: PostgreSQL
-    postgres://host:port and database.schema.table; MySQL mysql://host:port and database.table."""
-    backend = url.get_backend_name()
-    if backend == "postgresql":
-        return f"postgres://{_authority(url)}", f"{url.database}.{schema or 'public'}.{table}"
-    if backend in ("mysql", "mariadb"):
-        return f"mysql://{_authority(url)}", f"{schema or url.database}.{table}"
-    qualified_table = f"{schema}.{table}" if schema else table
-    if backend == "sqlite":
-        return f"sqlite://{url.database}", qualified_table
-    return f"{backend}://{_authority(url)}", f"{url.database}.{qualified_table}"
+def target_parts(result: TableRunResult) -> tuple[str | None, str]:
+    # Split by the known schema, not at a dot: a target table name may contain one.
+    if result.target_schema and result.target_table.startswith(f"{result.target_schema}."):
+        return result.target_schema, result.target_table[len(result.target_schema) + 1 :]
+    return None, result.target_table
 
 
 def asset_uri(url: sa.URL, schema: str | None, table: str) -> str:
@@ -331,23 +301,17 @@ def asset_uri(url: sa.URL, schema: str | None, table: str) -> str:
     backend = url.get_backend_name()
     if backend == "postgresql":
         parts = [url.database, schema or "public", table]
-        return f"postgres://{_authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
+        return f"postgres://{authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
     if backend in ("mysql", "mariadb"):
         parts = [schema or url.database, table]
-        return f"mysql://{_authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
+        return f"mysql://{authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
     if backend == "sqlite":
         return f"sqlite://{quote(url.database or '')}/{quote(table, safe='')}"
     parts = [url.database, schema, table]
-    return f"{backend}://{_authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
+    return f"{backend}://{authority(url)}/" + "/".join(quote(str(p), safe="") for p in parts)
 
 
-def _schema_facet(schema_dataset, columns):
-    return schema_dataset.SchemaDatasetFacet(
-        fields=[schema_dataset.SchemaDatasetFacetFields(name=c.name, type=c.sql_type) for c in columns]
-    )
-
-
-def _summary(result: TableRunResult) -> dict[str, Any]:
+def _summary(result: TableRunResult, report_urls: dict[str, str]) -> dict[str, Any]:
     """What goes to XCom: enough to find the table and its lineage row, nothing secret."""
     return {
         "table": result.table,
@@ -355,5 +319,5 @@ def _summary(result: TableRunResult) -> dict[str, Any]:
         "target_table": result.target_table,
         "rows_written": result.rows_written,
         "lineage_id": result.lineage_id,
-        "report_path": str(result.report_path) if result.report_path else None,
+        "report_path": report_urls.get(result.target_table),
     }

@@ -42,6 +42,7 @@ def get_provider_info() -> dict:
                 "python-modules": ["syndiffix_ops.airflow.operators", "syndiffix_ops.airflow.risk_operator"],
             }
         ],
+        "extra-links": ["syndiffix_ops.airflow.links.SyntheticReportLink"],
         "hooks": [{"integration-name": "SynDiffix", "python-modules": ["syndiffix_ops.airflow.hooks"]}],
         "connection-types": [
             {

@@ -153,6 +153,7 @@ def airflow_env(pg_url) -> AirflowEnv:
         patch.setenv("AIRFLOW_CONN_SYNDIFFIX_SOURCE", connection_json(pg_url))
         patch.setenv("AIRFLOW_CONN_SYNDIFFIX_TARGET", connection_json(pg_url))
         patch.setenv("AIRFLOW_CONN_SYNDIFFIX_SALT", json.dumps({"conn_type": "generic", "password": SALT}))
+        patch.setenv("AIRFLOW_VAR_SYNDIFFIX_SALT", SALT)  # the demo DAG's salt
         from airflow.configuration import conf
         from airflow.utils import db
 

@@ -69,7 +69,8 @@ def test_an_unsupported_connection_type_is_named_in_the_error(airflow_env, monke
 def test_tables_are_named_the_way_the_postgres_and_mysql_providers_name_them(airflow_env):
     import sqlalchemy as sa
 
-    from syndiffix_ops.airflow.operators import asset_uri, openlineage_dataset
+    from syndiffix_ops.airflow.openlineage_facets import openlineage_dataset
+    from syndiffix_ops.airflow.operators import asset_uri
 
     pg = sa.make_url("postgresql+psycopg://u:p@warehouse:5433/sales")
     assert openlineage_dataset(pg, "public", "orders") == ("postgres://warehouse:5433", "sales.public.orders")

@@ -4,6 +4,7 @@ dag.test() against PostgreSQL: tables, lineage rows, OpenLineage events, Asset e
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -141,24 +142,33 @@ def test_asset_events_are_recorded_once_per_table_through_the_alias(demo_run, de
     assert aliased == set(uris)
 
 
-def test_each_table_gets_its_html_quality_report(demo_run, airflow_env):
+def test_each_table_gets_this_runs_html_report_and_the_task_links_to_it(demo_run, airflow_env):
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        values = session.scalars(
-            select(XComModel.value).where(XComModel.dag_id == DAG_ID, XComModel.run_id == demo_run.run_id)
+        rows = session.execute(
+            select(XComModel.key, XComModel.value, XComModel.map_index).where(
+                XComModel.dag_id == DAG_ID, XComModel.run_id == demo_run.run_id
+            )
         ).all()
-    written = [
-        entry for value in values for entry in (json.loads(value) if isinstance(value, str) else value)
-    ]
-    reports = {entry["target_table"]: entry["report_path"] for entry in written}
+    values = [_loaded(value) for key, value, _ in rows if key == "return_value"]
+    links = {index: value for key, value, index in rows if key == "_link_SyntheticReportLink"}
+    reports = {entry["target_table"]: entry["report_path"] for value in values for entry in value}
     assert set(reports) == {f"{TARGET_SCHEMA}.{t}" for t in EXPECTED}
-    for target, path in reports.items():
-        assert path is not None and path.startswith(str(airflow_env.report_dir)), (target, path)
-        with open(path, encoding="utf-8") as report:
-            assert "<img" in report.read(), f"the report of {target} has no plot"
+    assert sorted(links.values()) == sorted(reports.values())
+    for target, url in reports.items():
+        # SYNDIFFIX_REPORT_DIR is a local folder: the report is there as a file:// object-storage path.
+        assert url.startswith(f"file://{airflow_env.report_dir}/"), (target, url)
+        assert url.endswith(".html") and url.count("/") > str(airflow_env.report_dir).count("/") + 3
+        page = Path(url.removeprefix("file://")).read_text(encoding="utf-8")
+        assert "<img" in page and target in page, f"the report of {target} is not its run's report"
+    assert (airflow_env.report_dir / "index.html").is_file()
+
+
+def _loaded(value):
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def test_the_salt_is_in_no_airflow_record_lineage_row_or_lineage_event(
@@ -178,3 +188,61 @@ def test_the_salt_is_in_no_airflow_record_lineage_row_or_lineage_event(
         engine.dispose()
     assert lineage
     assert salt not in repr(lineage)
+
+
+def _task_events(airflow_env, run_id: str, event_type: str) -> list[dict]:
+    events = [json.loads(line) for line in airflow_env.openlineage_file.read_text().splitlines()]
+    return [
+        e
+        for e in events
+        if e["eventType"] == event_type
+        and e["job"]["name"] == f"{DAG_ID}.synthesize"
+        and e["run"]["facets"].get("airflow", {}).get("dagRun", {}).get("run_id") == run_id
+    ]
+
+
+def test_start_events_name_inputs_and_outputs_before_the_run_with_the_syndiffix_facets(
+    demo_run, airflow_env, demo_source, salt
+):
+    from syndiffix_ops.fingerprint import salt_fingerprint
+
+    database = _database(demo_source)
+    starts = _task_events(airflow_env, demo_run.run_id, "START")
+    assert len(starts) == len(EXPECTED)
+    outputs = {o["name"] for e in starts for o in e["outputs"]}
+    assert outputs == {f"{database}.{TARGET_SCHEMA}.{t}" for t in EXPECTED}
+    for event in starts:
+        [source] = event["inputs"]
+        assert source["name"] in {f"{database}.demo.{s}" for s, _ in EXPECTED.values()}
+        assert source["facets"]["syndiffix_aidColumns"] | {"_producer": None, "_schemaURL": None} == {
+            "columns": [],
+            "written": False,
+            "_producer": None,
+            "_schemaURL": None,
+        }
+        run_facet = event["run"]["facets"]["syndiffix"]
+        assert run_facet["engine"] == "syndiffix"
+        assert run_facet["parameters"]["anonymization"]  # resolved: every default filled in
+        assert run_facet["saltFingerprint"] == salt_fingerprint(salt.encode())
+        assert run_facet["lineageIds"] == [] and run_facet.get("epsilonSpent") is None  # not a DP engine
+        assert salt not in json.dumps(event)
+
+
+def test_complete_events_carry_the_lineage_ids_of_the_rows_written(demo_run, airflow_env, demo_source):
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(demo_source)
+    try:
+        with engine.connect() as conn:
+            ids = set(
+                conn.execute(
+                    sa.text(
+                        f"SELECT lineage_id FROM {TARGET_SCHEMA}.syndiffix_lineage WHERE airflow_run_id = :r"
+                    ),
+                    {"r": demo_run.run_id},
+                ).scalars()
+            )
+    finally:
+        engine.dispose()
+    completes = _task_events(airflow_env, demo_run.run_id, "COMPLETE")
+    assert {i for e in completes for i in e["run"]["facets"]["syndiffix"]["lineageIds"]} == ids

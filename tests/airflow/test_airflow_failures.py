@@ -57,6 +57,19 @@ def test_a_missing_table_or_column_fails_in_one_try_despite_retries(
     dag_run = _run(airflow_env, run_dag, add_config_dag, dag_id, source="syndiffix_source", table=table)
     assert dag_run.state == "failed"
     assert _task_instances(dag_id, dag_run.run_id) == [("failed", 1)], what
+    # The FAIL event names what the task was to read and write, as its START event did.
+    events = [json.loads(line) for line in airflow_env.openlineage_file.read_text().splitlines()]
+    [fail] = [
+        e
+        for e in events
+        if e["eventType"] == "FAIL"
+        and e["job"]["name"] == f"{dag_id}.synthesize"
+        and e["run"]["facets"].get("airflow", {}).get("dagRun", {}).get("run_id") == dag_run.run_id
+    ]
+    source = table.split("\n")[0].split(".")[-1]
+    assert [i["name"].split(".", 1)[1] for i in fail["inputs"]] == [f"demo.{source}"]
+    assert [o["name"].split(".", 1)[1] for o in fail["outputs"]] == [f"failures_target.{source}"]
+    assert fail["run"]["facets"]["syndiffix"]["lineageIds"] == []
 
 
 def test_a_refused_connection_is_retried(airflow_env, demo_source, run_dag, add_config_dag, monkeypatch):
