@@ -155,9 +155,7 @@ def _airflow_environment(home: Path, metadata_url: str, source_url: str, api_por
         ),
         "AIRFLOW_CONN_SYNDIFFIX_SOURCE": json.dumps(connection),
         "AIRFLOW_CONN_SYNDIFFIX_TARGET": json.dumps(connection),
-        "AIRFLOW_CONN_SYNDIFFIX_SALT": json.dumps(
-            {"conn_type": "generic", "password": secrets.token_hex(32)}
-        ),
+        "AIRFLOW_VAR_SYNDIFFIX_SALT": secrets.token_hex(32),  # the demo DAG's salt, as compose passes it
         "SYNDIFFIX_REPORT_DIR": str(home / "reports"),
     }
 
