@@ -28,7 +28,7 @@ def publish_reports(
     local_dir: Path, written: Sequence[TableRunResult], destination: ObjectStoragePath
 ) -> dict[str, str]:
     """Copy the written tables' reports from local_dir to destination; target table -> report URL."""
-    from syndiffix_ops.report import write_report_index
+    from syndiffix_ops.report_index import write_report_index
 
     urls = {}
     for result in written:
