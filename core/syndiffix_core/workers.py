@@ -61,6 +61,13 @@ class ParallelMaterializer:
 
     def close(self) -> None:
         global _task
-        self._pool.terminate()
+        if self._pending:  # a cluster failed: stop the others
+            self._pool.terminate()
+        else:
+            # Workers leave through the pool's own sentinels. terminate() here would SIGTERM a worker that
+            # may hold the task queue's lock while the pool's handler thread forks a replacement
+            # (maxtasksperchild=1), which then waits for that lock forever and join() with it: seen as a
+            # hung task in an Airflow worker.
+            self._pool.close()
         self._pool.join()
         _task = None
