@@ -5,9 +5,15 @@ by the salt and the cluster's column names), not on which clusters were material
 clusters can be materialized at once and the output is the same as with one worker. Each cluster runs
 in a process forked from the synthesizing one after the forest and the plan are built (the data and
 the 1-dim trees are shared copy-on-write, a child's own trees die with it), and its microdata comes
-back pickled. The parent stitches clusters in plan order as they arrive, so stitching overlaps with the
-materialization of later clusters. Processes, not threads: a cluster spends much of its time in
-Python-level bookkeeping between numpy calls, which threads would serialize on the GIL.
+back pickled through a pipe of its own. The parent stitches clusters in plan order as they arrive, so
+stitching overlaps with the materialization of later clusters. Processes, not threads: a cluster spends
+much of its time in Python-level bookkeeping between numpy calls, which threads would serialize on the
+GIL.
+
+Every process is forked, waited for and reaped by the calling thread itself: no helper thread forks or
+signals behind its back (a pool's replacement forks racing its terminate() hung tasks in Airflow
+workers), and a child holds nothing the parent waits on but its own pipe, so stopping the others after
+a failure is a plain kill.
 
 Without the "fork" start method (Windows, macOS defaults) or inside a daemonic process (which may not
 have children, e.g. a Celery prefork worker) the clusters are materialized one after another.
@@ -18,10 +24,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from multiprocessing.pool import AsyncResult
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
-_task: Callable[[tuple[int, ...]], Any] | None = None  # set before forking; the children inherit it
+_FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 def available_workers() -> int:
@@ -33,41 +39,83 @@ def available_workers() -> int:
 
 
 def can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
+    return _FORK is not None and not multiprocessing.current_process().daemon
 
 
-def _run(columns: tuple[int, ...]) -> Any:
-    assert _task is not None
-    return _task(columns)
+class WorkerDied(RuntimeError):
+    """A worker process ended without sending its cluster back (killed, out of memory)."""
+
+
+def _materialize_in_child(materialize: Callable[[tuple[int, ...]], Any], columns, sender: Connection) -> None:
+    try:
+        outcome = (True, materialize(columns))
+    except BaseException as error:  # the parent re-raises it; nothing may escape a forked child
+        outcome = (False, error)
+    try:
+        sender.send(outcome)
+    except Exception as error:  # an unpicklable exception: send its text
+        sender.send((False, RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} ({error})")))
 
 
 class ParallelMaterializer:
-    """Starts every cluster's materialization at once (at most `workers` at a time, in plan order);
-    calling it with a cluster waits for that cluster's result."""
+    """Materializes the clusters in plan order, at most `workers` at a time; calling it with a cluster
+    waits for that cluster's microdata (re-raising its error)."""
 
     def __init__(
         self, clusters: Sequence[tuple[int, ...]], materialize: Callable[[tuple[int, ...]], Any], workers: int
     ):
-        global _task
-        _task = materialize
-        # One fresh fork per cluster: a child's trees and caches never outlive its cluster.
-        self._pool = multiprocessing.get_context("fork").Pool(min(workers, len(clusters)), maxtasksperchild=1)
-        self._pending: dict[tuple[int, ...], AsyncResult] = {
-            tuple(columns): self._pool.apply_async(_run, (tuple(columns),)) for columns in clusters
-        }
+        assert _FORK is not None
+        self._materialize = materialize
+        self._workers = max(1, min(workers, len(clusters)))
+        self._waiting = [tuple(columns) for columns in clusters]
+        self._running: dict[Connection, tuple[multiprocessing.process.BaseProcess, tuple[int, ...]]] = {}
+        self._finished: dict[tuple[int, ...], tuple[bool, Any]] = {}
+        self._start_more()
 
     def __call__(self, columns: tuple[int, ...]) -> Any:
-        return self._pending.pop(tuple(columns)).get()
+        columns = tuple(columns)
+        while columns not in self._finished:
+            if not self._running:
+                raise KeyError(f"cluster {columns} is not one of this materializer's")
+            for receiver in wait(list(self._running)):
+                self._collect(receiver)
+            self._start_more()
+        succeeded, payload = self._finished.pop(columns)
+        if not succeeded:
+            raise payload
+        return payload
 
     def close(self) -> None:
-        global _task
-        if self._pending:  # a cluster failed: stop the others
-            self._pool.terminate()
-        else:
-            # Workers leave through the pool's own sentinels. terminate() here would SIGTERM a worker that
-            # may hold the task queue's lock while the pool's handler thread forks a replacement
-            # (maxtasksperchild=1), which then waits for that lock forever and join() with it: seen as a
-            # hung task in an Airflow worker.
-            self._pool.close()
-        self._pool.join()
-        _task = None
+        """Stops what still runs (after a failure elsewhere) and reaps every process."""
+        for receiver, (process, _) in self._running.items():
+            process.kill()
+            process.join()
+            receiver.close()
+        self._running.clear()
+        self._waiting.clear()
+        self._finished.clear()
+
+    def _start_more(self) -> None:
+        while self._waiting and len(self._running) < self._workers:
+            columns = self._waiting.pop(0)
+            receiver, sender = _FORK.Pipe(duplex=False)
+            process = _FORK.Process(
+                target=_materialize_in_child, args=(self._materialize, columns, sender), daemon=True
+            )
+            process.start()
+            sender.close()
+            self._running[receiver] = (process, columns)
+
+    def _collect(self, receiver: Connection) -> None:
+        process, columns = self._running.pop(receiver)
+        try:
+            outcome = receiver.recv()
+        except EOFError:
+            process.join()
+            outcome = (
+                False,
+                WorkerDied(f"the worker for cluster {columns} died (exit code {process.exitcode})"),
+            )
+        receiver.close()
+        process.join()
+        self._finished[columns] = outcome

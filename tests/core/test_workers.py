@@ -1,6 +1,9 @@
 """Clusters materialized in worker processes give the same output as in one process."""
 
+import multiprocessing
+import os
 import resource
+import signal
 import sys
 from pathlib import Path
 
@@ -9,7 +12,7 @@ import pytest
 
 from syndiffix_core import synthesize
 from syndiffix_core.errors import InvalidInputError
-from syndiffix_core.workers import can_fork
+from syndiffix_core.workers import ParallelMaterializer, WorkerDied, can_fork
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare_reference"))
 from compare import generated_table
@@ -31,3 +34,47 @@ def test_two_workers_give_the_single_worker_output():
 def test_a_bad_worker_count_is_refused(workers):
     with pytest.raises(InvalidInputError, match="workers must be a positive integer"):
         synthesize(pd.DataFrame({"a": [1, 2, 3]}), salt="s", workers=workers)
+
+
+def _square_or_fail(columns):
+    if columns == (2,):
+        raise ValueError("cluster 2 cannot be materialized")
+    if columns == (3,):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return sum(c * c for c in columns)
+
+
+def _live_children() -> list[multiprocessing.process.BaseProcess]:
+    return [child for child in multiprocessing.active_children() if child.is_alive()]
+
+
+def test_the_materializer_returns_each_cluster_and_reaps_its_processes():
+    clusters = [(0, 1), (1, 4), (5,)]
+    parallel = ParallelMaterializer(clusters, _square_or_fail, workers=2)
+    try:
+        assert [parallel(columns) for columns in clusters] == [1, 17, 25]
+    finally:
+        parallel.close()
+    assert _live_children() == []
+
+
+def test_a_failing_cluster_raises_its_error_and_leaves_no_process_behind():
+    parallel = ParallelMaterializer([(0,), (2,), (4,), (6,)], _square_or_fail, workers=2)
+    try:
+        assert parallel((0,)) == 0
+        with pytest.raises(ValueError, match="cluster 2 cannot be materialized"):
+            parallel((2,))
+    finally:
+        parallel.close()
+    assert _live_children() == []
+
+
+def test_a_worker_that_dies_is_reported_instead_of_waited_for():
+    parallel = ParallelMaterializer([(3,), (1,)], _square_or_fail, workers=2)
+    try:
+        with pytest.raises(WorkerDied, match=r"cluster \(3,\) died \(exit code -9\)"):
+            parallel((3,))
+        assert parallel((1,)) == 1
+    finally:
+        parallel.close()
+    assert _live_children() == []
