@@ -192,7 +192,12 @@ def test_a_failure_while_writing_the_set_leaves_every_previous_table_and_lineage
 
 
 def test_a_target_without_transactional_ddl_is_refused_before_anything_is_written(mariadb_url):
-    engine = sa.create_engine(mariadb_url)
+    # A database of its own: other tests of the session write tables named orders and orders_synth.
+    server = sa.create_engine(mariadb_url)
+    database = f"{server.url.database}_linked_{uuid.uuid4().hex[:6]}"
+    with server.begin() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE `{database}`")
+    engine = sa.create_engine(server.url.set(database=database))
     try:
         _make_source(engine, None, declare_keys=True)
         config = _config(engine, None, virtual_keys=False)
@@ -200,9 +205,10 @@ def test_a_target_without_transactional_ddl_is_refused_before_anything_is_writte
             run_linked_set(config, _linked_set(config, engine), salt=SALT)
         assert not sa.inspect(engine).has_table("customers_synth")
     finally:
-        with engine.begin() as conn:
-            conn.exec_driver_sql("DROP TABLE IF EXISTS orders, customers")
         engine.dispose()
+        with server.begin() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE `{database}`")
+        server.dispose()
 
 
 def test_a_cycle_of_not_null_keys_is_refused_naming_it(tmp_path):
