@@ -107,7 +107,7 @@ def run_linked_set(
                 [f"{label}: its tables use different salt_env variables; a linked set needs one salt"]
             )
         if dry_run:
-            return [_planned(config, m, target_engine, run_id) for m in members]
+            return [_member_result(config, m, target_engine, run_id) for m in members]
         started = dt.datetime.now(dt.UTC)
         clock = time.perf_counter()
         notify("read", 0.0)
@@ -377,14 +377,10 @@ def _write(
             linked_set.name,
         )
         results.append(
-            _result(
+            _member_result(
                 config,
-                member.effective.table,
-                member.effective,
-                member.source,
+                member,
                 target,
-                member.output,
-                member.aids,
                 run_id,
                 rows_written=len(synthetic[member.name]),
                 status="success",
@@ -488,7 +484,10 @@ def _reports(config, members, synthetic, per_table, report_dir, run_id) -> dict[
     return paths
 
 
-def _planned(config: PipelineConfig, member: _Member, target: sa.Engine, run_id: str) -> TableRunResult:
+def _member_result(
+    config: PipelineConfig, member: _Member, target: sa.Engine, run_id: str, **outcome: Any
+) -> TableRunResult:
+    """A member's run result; without `outcome` (rows written, status, ...) the one of a dry run."""
     return _result(
         config,
         member.effective.table,
@@ -498,4 +497,5 @@ def _planned(config: PipelineConfig, member: _Member, target: sa.Engine, run_id:
         member.output,
         member.aids,
         run_id,
+        **outcome,
     )
