@@ -155,12 +155,14 @@ class SyntheticTableOperator(BaseOperator):
         """(source, target) SQLAlchemy URLs: from the connections, else from the config's URLs."""
         import sqlalchemy as sa
 
-        from syndiffix_ops.airflow.hooks import connection_url
-
         source_conn_id = self.source_conn_id or config.source_conn_id
         target_conn_id = self.target_conn_id or config.target_conn_id
-        source = connection_url(source_conn_id) if source_conn_id else sa.make_url(config.source_url())
-        target = connection_url(target_conn_id) if target_conn_id else sa.make_url(config.target_url())
+        source = (
+            _connection_url("source", source_conn_id) if source_conn_id else sa.make_url(config.source_url())
+        )
+        target = (
+            _connection_url("target", target_conn_id) if target_conn_id else sa.make_url(config.target_url())
+        )
         return source, target
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
@@ -321,3 +323,21 @@ def _summary(result: TableRunResult, report_urls: dict[str, str]) -> dict[str, A
         "lineage_id": result.lineage_id,
         "report_path": report_urls.get(result.target_table),
     }
+
+
+def _connection_url(side: str, conn_id: str) -> sa.URL:
+    """The URL of an Airflow connection; an undefined one is a config error, which no retry fixes."""
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from syndiffix_ops.airflow.hooks import connection_url
+    from syndiffix_ops.config import ConfigError
+
+    try:
+        return connection_url(conn_id)
+    except AirflowNotFoundException:
+        raise ConfigError(
+            [
+                f"{side}: Airflow connection {conn_id!r} is not defined; add it (Admin > Connections, "
+                f"`airflow connections add` or AIRFLOW_CONN_{conn_id.upper()})"
+            ]
+        ) from None

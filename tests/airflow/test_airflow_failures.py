@@ -84,3 +84,14 @@ def test_a_refused_connection_is_retried(airflow_env, demo_source, run_dag, add_
     dag_run = _run(airflow_env, run_dag, add_config_dag, dag_id, source="closed_port", table="demo.planes")
     assert dag_run.state == "failed"
     assert _task_instances(dag_id, dag_run.run_id) == [("failed", 3)]
+
+
+def test_an_undefined_connection_fails_in_one_try_and_names_it(
+    airflow_env, demo_source, run_dag, add_config_dag, capfd
+):
+    dag_id = "syndiffix_fail_undefined_connection"
+    dag_run = _run(airflow_env, run_dag, add_config_dag, dag_id, source="no_such_conn", table="demo.planes")
+    assert dag_run.state == "failed"
+    assert _task_instances(dag_id, dag_run.run_id) == [("failed", 1)]
+    task_log = "".join(capfd.readouterr())
+    assert "source: Airflow connection 'no_such_conn' is not defined" in task_log
