@@ -192,6 +192,15 @@ class QualityConfig(_Strict):
         default=False, description="a table with a flagged column or pair is not written and the run fails"
     )
 
+    def overridden_by(self, table_quality: QualityConfig | None) -> QualityConfig:
+        """These thresholds with the keys a table's own `quality:` block sets (only those: a key the
+        table leaves out keeps the top-level value, not the built-in default)."""
+        if table_quality is None or not table_quality.model_fields_set:
+            return self
+        return self.model_copy(
+            update={key: getattr(table_quality, key) for key in table_quality.model_fields_set}
+        )
+
 
 class RiskConfig(_Strict):
     """The top-level `risk:` block: KHLL sketch parameters and report thresholds (docs/risk.md)."""
@@ -317,6 +326,9 @@ class TableConfig(TableDefaults):
     primary_key: list[str] | None = Field(default=None, description="virtual primary key columns")
     unique: list[list[str]] = Field(default_factory=list, description="virtual unique keys")
     foreign_keys: list[ForeignKeyConfig] = Field(default_factory=list, description="virtual foreign keys")
+    quality: QualityConfig | None = Field(
+        default=None, description="quality thresholds of this table's outputs, over the top-level quality:"
+    )
 
     @field_validator("source")
     @classmethod
@@ -493,6 +505,7 @@ class EffectiveTable(BaseModel):
     salt_env: str
     other_columns: ColumnPolicy
     read_chunk_rows: int
+    quality: QualityConfig
 
 
 class PipelineConfig(_Strict):
@@ -608,6 +621,7 @@ class PipelineConfig(_Strict):
             or self.defaults.other_columns
             or (ColumnPolicy.DROP if isinstance(table.columns, list) else ColumnPolicy.SYNTHESIZE),
             read_chunk_rows=table.read_chunk_rows or self.defaults.read_chunk_rows or 100_000,
+            quality=self.quality.overridden_by(table.quality),
         )
 
     def source_url(self, environ: Mapping[str, str] | None = None) -> str:

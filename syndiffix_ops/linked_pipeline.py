@@ -27,6 +27,7 @@ from syndiffix_ops.pipeline import (
     AirflowIds,
     PipelineError,
     Progress,
+    QualityGateError,
     TableRunResult,
     _check_drift,
     _check_where,
@@ -38,6 +39,7 @@ from syndiffix_ops.pipeline import (
     _result,
     _salt,
     _target_columns,
+    quality_gate,
     quality_metrics,
     refuse_too_few_rows,
     run_parameters,
@@ -306,7 +308,9 @@ def _write(
     for member in members:
         attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
         metrics = (
-            quality_metrics(member.frame[attributes], synthetic[member.name][attributes], config.quality)
+            quality_metrics(
+                member.frame[attributes], synthetic[member.name][attributes], member.effective.quality
+            )
             if attributes
             else {}
         )
@@ -318,6 +322,12 @@ def _write(
         )
         per_table[member.name] = {"metrics": metrics, "risk": risk, "risk_section": risk_section}
     timings["quality"] = time.perf_counter() - clock
+    _gate(
+        linked_set,
+        members,
+        per_table,
+        lambda: _reports(config, members, synthetic, per_table, report_dir, run_id),
+    )
     target_names = {m.name: m.output.target for m in members}
     writes = [
         TableWrite(
@@ -392,6 +402,20 @@ def _write(
             )
         )
     return results
+
+
+def _gate(linked_set: LinkedSet, members: list[_Member], per_table: dict[str, dict], write_reports) -> None:
+    """The quality gate of each member, with its own effective thresholds: one member that fails it stops
+    the whole set (its tables are written together), after the reports show the reviewer why."""
+    for member in members:
+        metrics = per_table[member.name]["metrics"]
+        why = quality_gate(metrics, member.effective.quality) if "scores" in metrics else None
+        if why is not None:
+            write_reports()
+            raise QualityGateError(
+                f"table {member.name} of linked set {', '.join(linked_set.tables)}: {why}; "
+                "nothing of the set written, the previous copies are kept"
+            )
 
 
 def _key_columns(keys: TableKeys) -> set[str]:

@@ -626,7 +626,7 @@ def _synthesize_output(
     metrics = quality_metrics(
         frame[output.columns],
         synthetic,
-        config.quality,
+        effective.quality,
         target_column=getattr(effective.engine_params, "target_column", None),
     )
     if metrics is not None and "evaluation" in result.metadata:
@@ -665,7 +665,7 @@ def _synthesize_output(
         timings["report"] = time.perf_counter() - clock
         return path
 
-    gate = quality_gate(metrics, config.quality)
+    gate = quality_gate(metrics, effective.quality)
     if gate is not None:
         write_report()  # the reviewer sees why the copy was not written
         stage.name = "quality"

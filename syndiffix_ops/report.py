@@ -790,7 +790,7 @@ def attention_html(metrics: Mapping[str, Any]) -> str:
         f"column TVD &gt; {thresholds.get('column_tvd')}, pair TVD &gt; {thresholds.get('pair_tvd')}, "
         f"correlation moved &gt; {thresholds.get('correlation_diff')}, or a bin (of at least "
         f"{_percent_text(thresholds.get('min_bin_share'))} of the source) or tail off by more than "
-        f"&times;{thresholds.get('bin_share_ratio')}; set in the config's <code>quality:</code> block"
+        f"&times;{thresholds.get('bin_share_ratio')}; set in the config's <code>quality:</code> block or the table's own"
         if thresholds
         else ""
     )

@@ -314,3 +314,46 @@ def test_the_example_in_docs_config_md_is_a_valid_config(tmp_path):
         "demographics": "people_demographics",
         "pay": "people_salary",
     }
+
+
+def test_a_tables_quality_block_overrides_only_the_keys_it_sets(tmp_path):
+    config = load_config(
+        write(
+            tmp_path,
+            """
+            source: sqlite:///source.db
+            target: sqlite:///target.db
+            quality: {column_tvd: 0.08, fail_below_score: 90}
+            tables:
+              - source: flights
+                quality: {column_tvd: 0.2, fail_on_attention: true}
+              - source: airports
+            """,
+        )
+    )
+    flights, airports = (config.effective(table).quality for table in config.tables)
+    # the table's keys win; the keys it leaves out keep the top-level value, not the built-in default
+    assert (flights.column_tvd, flights.fail_on_attention, flights.fail_below_score) == (0.2, True, 90)
+    assert flights.pair_tvd == airports.pair_tvd == 0.15
+    assert (airports.column_tvd, airports.fail_on_attention, airports.fail_below_score) == (0.08, False, 90)
+
+
+def test_a_wrong_per_table_quality_key_is_one_line_naming_its_config_line(tmp_path):
+    path = write(
+        tmp_path,
+        """
+        source: sqlite:///source.db
+        target: sqlite:///target.db
+        tables:
+          - source: flights
+            quality:
+              column_tvd: 2
+              pair_tdv: 0.1
+        """,
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.problems == [
+        f"{path}:6: tables[0] (flights) -> quality.column_tvd: Input should be less than or equal to 1",
+        f"{path}:7: tables[0] (flights) -> quality.pair_tdv: unknown key (check the spelling; see docs/config.md)",
+    ]

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from syndiffix_ops.config import ConfigError, parse_config
+from syndiffix_ops.config import ConfigError, QualityConfig, parse_config
 from syndiffix_ops.lineage import LINEAGE_TABLE
 from syndiffix_ops.linked_pipeline import run_linked_set
+from syndiffix_ops.pipeline import QualityGateError
 from syndiffix_ops.run_plan import database_key_reader, plan_run
 from syndiffix_ops.warehouse.write import STAGING_PREFIX
 from syndiffix_ops.warehouse.write_set import LinkedWriteError
@@ -251,4 +252,20 @@ def test_the_cli_runs_a_linked_set_once_even_when_one_of_its_tables_is_named(tmp
     assert [r.target_table for r in outcomes[0].results] == ["customers", "orders"]
     dry = run_tables(config, list(config.tables), salt=SALT, dry_run=True)
     assert [r.status for r in dry[0].results] == ["dry_run", "dry_run"]
+    engine.dispose()
+
+
+def test_a_members_own_quality_gate_stops_the_whole_set(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    _make_source(engine, None, declare_keys=True)
+    config = _config(engine, None, virtual_keys=False)
+    orders = config.tables[1].model_copy(update={"quality": QualityConfig(fail_below_score=99.99)})
+    config = config.model_copy(update={"tables": [config.tables[0], orders]})
+    with pytest.raises(
+        QualityGateError, match="table orders_synth of linked set .*below quality.fail_below_score"
+    ):
+        run_linked_set(config, _linked_set(config, engine), salt=SALT, report_dir=tmp_path / "r")
+    assert not sa.inspect(engine).has_table("customers_synth")  # the parent, which passed, is not written
+    assert not sa.inspect(engine).has_table("orders_synth")
+    assert list((tmp_path / "r" / "orders_synth").glob("*.html"))  # the reviewer sees why
     engine.dispose()

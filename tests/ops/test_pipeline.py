@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from decimal import Decimal
 
@@ -457,4 +458,39 @@ def test_the_quality_gate_keeps_the_previous_copy_and_records_why(tmp_path):
     assert failed["error_class"] == "syndiffix_ops.pipeline.QualityGateError"
     # the reviewer gets the report of the copy that was held back
     assert (tmp_path / "r" / "orders_synth" / "gated.html").is_file()
+    engine.dispose()
+
+
+def test_a_tables_own_quality_thresholds_flag_and_gate_only_that_table(tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
+    _make_source(engine, None)
+    url = engine.url.render_as_string(hide_password=False)
+    config = parse_config(
+        {
+            "source": url,
+            "target": url,
+            "quality": {"column_tvd": 0.5},
+            "tables": [
+                {"source": "orders", "target": "orders_loose", "columns": ["city", "paid", "amount"]},
+                {
+                    "source": "orders",
+                    "target": "orders_strict",
+                    "columns": ["city", "paid", "amount"],
+                    "quality": {"column_tvd": 0.001, "fail_below_score": 99.99},
+                },
+            ],
+        }
+    )
+    [loose] = run_table(config, "orders_loose", salt=SALT)
+    assert loose.metrics["thresholds"]["column_tvd"] == 0.5 and loose.metrics["attention"]["columns"] == []
+    with pytest.raises(
+        QualityGateError, match="orders_strict: fidelity score .* below quality.fail_below_score"
+    ):
+        run_table(config, "orders_strict", salt=SALT, report_dir=tmp_path / "r")
+    assert not sa.inspect(engine).has_table("orders_strict")
+    # the held-back copy's report shows the table's own thresholds and the columns beyond them
+    [metrics_file] = (tmp_path / "r" / "orders_strict").glob("*.metrics.json")
+    payload = json.loads(metrics_file.read_text(encoding="utf-8"))
+    assert payload["metrics"]["thresholds"]["column_tvd"] == 0.001
+    assert payload["metrics"]["attention"]["columns"]  # flagged at 0.001, not at the top-level 0.5
     engine.dispose()
