@@ -29,7 +29,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from syndiffix_ops.config import PipelineConfig, TableConfig
-    from syndiffix_ops.pipeline import TableRunResult
+    from syndiffix_ops.run_result import TableRunResult
 
 EXIT_OK = 0
 EXIT_TABLE_FAILED = 1

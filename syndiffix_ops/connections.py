@@ -93,6 +93,32 @@ def create_engine(
 
 
 @contextlib.contextmanager
+def open_engines(
+    source: sa.Engine | str | None,
+    target: sa.Engine | str | None,
+    source_url: Callable[[], str],
+    target_url: Callable[[], str],
+    label: str,
+) -> Iterator[tuple[sa.Engine, sa.Engine]]:
+    """The source and target engines of a run (see create_engine); those created here are disposed of
+    when the run ends, those given are left to the caller."""
+    source_engine, owns_source = create_engine("source", source, source_url, label)
+    try:
+        target_engine, owns_target = create_engine("target", target, target_url, label)
+    except ConfigError:
+        if owns_source:
+            source_engine.dispose()
+        raise
+    try:
+        yield source_engine, target_engine
+    finally:
+        if owns_source:
+            source_engine.dispose()
+        if owns_target:
+            target_engine.dispose()
+
+
+@contextlib.contextmanager
 def connect(engine: sa.Engine, side: str, label: str) -> Iterator[sa.Connection]:
     """engine.connect() with a failure to connect (not a failing statement later) as one line."""
     try:

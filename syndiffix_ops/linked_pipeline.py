@@ -19,34 +19,17 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
+from syndiffix_ops import run_checks, run_result
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
-from syndiffix_ops.connections import create_engine
+from syndiffix_ops.connections import open_engines
 from syndiffix_ops.engines import get_engine
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
-from syndiffix_ops.pipeline import (
-    AirflowIds,
-    PipelineError,
-    Progress,
-    QualityGateError,
-    TableRunResult,
-    _check_drift,
-    _check_where,
-    _derived_columns,
-    _Output,
-    _reflect,
-    _refuse_overwriting_sources,
-    _resolve_columns,
-    _result,
-    _salt,
-    _target_columns,
-    quality_gate,
-    quality_metrics,
-    refuse_too_few_rows,
-    run_parameters,
-)
+from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
 from syndiffix_ops.provenance import code_version
 from syndiffix_ops.risk import RunRisk
+from syndiffix_ops.run_errors import PipelineError, QualityGateError
 from syndiffix_ops.run_plan import LinkedSet, TableKeys
+from syndiffix_ops.run_result import AirflowIds, PlannedOutput, Progress, TableRunResult
 from syndiffix_ops.warehouse import SourceTable, ValueKind, check_row_limit, read_columns, target_type_sql
 from syndiffix_ops.warehouse.write_set import ForeignKeyConstraint, TableWrite, write_linked_tables
 
@@ -63,7 +46,7 @@ class _Member:
     effective: EffectiveTable
     source: SourceTable
     aids: list[str]
-    output: _Output  # the written columns (attributes and keys), in source order
+    output: PlannedOutput  # the written columns (attributes and keys), in source order
     keys: TableKeys
     frame: pd.DataFrame | None = None
     risk: RunRisk | None = None
@@ -86,23 +69,21 @@ def run_linked_set(
     run_id = run_id or uuid.uuid4().hex
     notify = progress or (lambda stage, fraction: None)
     label = f"linked set {', '.join(linked_set.tables)}"
-    source_engine, owns_source = create_engine("source", source, config.source_url, label)
-    try:
-        target_engine, owns_target = create_engine("target", target, config.target_url, label)
-    except ConfigError:
-        if owns_source:
-            source_engine.dispose()
-        raise
-    try:
+    with open_engines(source, target, config.source_url, config.target_url, label) as (
+        source_engine,
+        target_engine,
+    ):
         for name in linked_set.tables:  # the checks of a single table, before anything is read or written
             table, table_label = config.table(name), f"table {name}"
-            _check_where(table.where, source_engine.dialect.name, table_label)
-            _refuse_overwriting_sources(config, table, source_engine, target_engine, table_label)
+            run_checks.check_where(table.where, source_engine.dialect.name, table_label)
+            run_checks.refuse_overwriting_sources(config, table, source_engine, target_engine, table_label)
         members = [
             _member(config, linked_set, name, source_engine, target_engine) for name in linked_set.tables
         ]
         salts = (
-            {_salt(salt, m.effective.salt_env, f"table {m.name}") for m in members} if not dry_run else set()
+            {run_checks.run_salt(salt, m.effective.salt_env, f"table {m.name}") for m in members}
+            if not dry_run
+            else set()
         )
         if len(salts) > 1:
             raise ConfigError(
@@ -120,13 +101,11 @@ def run_linked_set(
         clock = time.perf_counter()
         synthetic, metadata = _synthesize(members, salts.pop(), notify)
         for member in members:  # the whole set is written in one transaction: one short table stops it
-            target = (
-                f"{config.target_schema}.{member.output.target}"
-                if config.target_schema
-                else member.output.target
-            )
-            refuse_too_few_rows(
-                f"table {member.name}", len(synthetic[member.name]), member.effective.min_rows, target
+            run_checks.refuse_too_few_rows(
+                f"table {member.name}",
+                len(synthetic[member.name]),
+                member.effective.min_rows,
+                run_result.qualified_name(config.target_schema, member.output.target),
             )
         synthesize_seconds = time.perf_counter() - clock
         return _write(
@@ -144,11 +123,6 @@ def run_linked_set(
             report_dir=report_dir or config.report_dir,
             notify=notify,
         )
-    finally:
-        if owns_source:
-            source_engine.dispose()
-        if owns_target:
-            target_engine.dispose()
 
 
 def _member(
@@ -167,8 +141,8 @@ def _member(
                 f"{label}: mode append cannot be used in a linked set (fresh keys each run would not join the old rows)"
             ]
         )
-    source = _reflect(source_engine, table, label)
-    aids, synthesized = _resolve_columns(source, effective, label)
+    source = run_checks.reflect_source(source_engine, table, label)
+    aids, synthesized = run_checks.resolve_columns(source, effective, label)
     keys = linked_set.keys[name]
     key_columns = [
         *keys.primary_key,
@@ -188,8 +162,8 @@ def _member(
     if problems:
         raise PipelineError(f"{label}: " + "; ".join(problems))
     written = [c.name for c in source.columns if c.name in synthesized or c.name in key_columns]
-    output = _Output(None, table.target_name, written)
-    _check_drift(target_engine, config.target_schema, source, [output], effective, label)
+    output = PlannedOutput(None, table.target_name, written)
+    run_checks.check_drift(target_engine, config.target_schema, source, [output], effective, label)
     if effective.max_rows is not None:
         check_row_limit(source_engine, source, table.where, effective.max_rows)
     return _Member(name, effective, source, aids, output, keys)
@@ -229,7 +203,7 @@ def _synthesize(
         member = by_name[name]
         engine = get_engine(member.effective.engine)
         notify(f"synthesize {name}", 0.0)
-        derived = _derived_columns(member.effective.table, frame, aids, f"table {name}")
+        derived = run_checks.derive_rules(member.effective.table, frame, aids, f"table {name}")
         result = engine.run(
             frame[[*aids, *derived.synthesized]],
             aid_columns=aids,
@@ -332,7 +306,7 @@ def _write(
     writes = [
         TableWrite(
             name=m.output.target,
-            columns=_target_columns(m.source, m.output.columns),
+            columns=run_result.target_columns(m.source, m.output.columns),
             frame=synthetic[m.name],
             source_dialect=m.source.dialect,
             primary_key=m.keys.primary_key,
@@ -441,7 +415,7 @@ def _lineage_record(
     started,
 ) -> LineageRecord:
     source = member.source
-    columns = _target_columns(source, member.output.columns)
+    columns = run_result.target_columns(source, member.output.columns)
     return LineageRecord(
         run_id=run_id,
         target_table=member.output.target,
@@ -461,7 +435,7 @@ def _lineage_record(
         package_version=code_version().package_version,
         code_commit=code_version().commit,
         parameters={
-            **run_parameters(member.effective),
+            **run_result.run_parameters(member.effective),
             "linked_set": linked_set.describe(),
             "constraints": config.constraints.value,
         },
@@ -484,16 +458,13 @@ def _reports(config, members, synthetic, per_table, report_dir, run_id) -> dict[
     if report_dir is None:
         return {}
     from syndiffix_ops.linked_report import links_section
-    from syndiffix_ops.pipeline import html_report
 
     paths = {}
     for member in members:
         attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
-        schema = config.target_schema
-        name = f"{schema}.{member.output.target}" if schema else member.output.target
         paths[member.name] = html_report(
             Path(report_dir),
-            name,
+            run_result.qualified_name(config.target_schema, member.output.target),
             member.frame[attributes],
             synthetic[member.name][attributes],
             per_table[member.name]["metrics"],
@@ -512,7 +483,7 @@ def _member_result(
     config: PipelineConfig, member: _Member, target: sa.Engine, run_id: str, **outcome: Any
 ) -> TableRunResult:
     """A member's run result; without `outcome` (rows written, status, ...) the one of a dry run."""
-    return _result(
+    return run_result.table_run_result(
         config,
         member.effective.table,
         member.effective,

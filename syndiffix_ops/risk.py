@@ -558,7 +558,8 @@ def sketch_source(
 ) -> tuple[TableSketcher, str]:
     """Stream one configured table's synthesized columns from the source into sketches, without holding
     the table in memory. Returns the sketches and the source's qualified name."""
-    from syndiffix_ops.pipeline import PipelineError, _resolve_columns
+    from syndiffix_ops.run_checks import resolve_columns
+    from syndiffix_ops.run_errors import PipelineError
 
     label = f"table {table.display_name}"
     effective = config.effective(table)
@@ -567,7 +568,7 @@ def sketch_source(
     except LookupError as error:
         raise PipelineError(f"{label}: {error}") from None
     # The same column policies as run_table: the risk is assessed on what would leave the warehouse.
-    aids, synthesized = _resolve_columns(source, effective, label)
+    aids, synthesized = resolve_columns(source, effective, label)
     sets = column_sets(synthesized, table.risk.quasi_identifiers, table=table.display_name)
     chunks = iter_column_chunks(
         engine,

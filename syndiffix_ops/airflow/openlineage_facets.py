@@ -33,7 +33,7 @@ from syndiffix_ops.airflow.provider import DOCUMENTATION_URL
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-    from syndiffix_ops.pipeline import ColumnInfo, TableRunResult
+    from syndiffix_ops.run_result import ColumnInfo, TableRunResult
 
 
 @attr.define

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from syndiffix_ops.airflow.openlineage_facets import TaskPlan
     from syndiffix_ops.config import PipelineConfig
-    from syndiffix_ops.pipeline import TableRunResult
+    from syndiffix_ops.run_result import TableRunResult
 
 
 class SyntheticTableOperator(BaseOperator):
@@ -109,7 +109,7 @@ class SyntheticTableOperator(BaseOperator):
         import sqlalchemy as sa
 
         from syndiffix_ops.config import load_config
-        from syndiffix_ops.pipeline import AirflowIds
+        from syndiffix_ops.run_result import AirflowIds
 
         config = load_config(self.config_path)
         table = _table_for_task(config, self.table, self.column_set)

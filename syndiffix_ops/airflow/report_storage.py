@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from airflow.sdk import ObjectStoragePath
 
 if TYPE_CHECKING:
-    from syndiffix_ops.pipeline import TableRunResult
+    from syndiffix_ops.run_result import TableRunResult
 
 
 def storage_path(location: str) -> ObjectStoragePath:

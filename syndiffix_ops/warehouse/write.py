@@ -79,7 +79,7 @@ def target_type(
             return sa.Enum(*generic.enums, native_enum=False)
         return generic
     if isinstance(sql_type, postgresql.ENUM):
-        # created (if missing) before the table, not by it: see _create_enum_types
+        # created (if missing) before the table, not by it: see create_enum_types
         return postgresql.ENUM(*sql_type.enums, name=sql_type.name, schema=schema, create_type=False)
     return sql_type
 
@@ -90,7 +90,7 @@ def target_type_sql(
     return target_type(column.sql_type, source_dialect, dialect.name, schema).compile(dialect=dialect)
 
 
-def _table(
+def synthetic_table(
     name: str, schema: str | None, columns: Sequence[TargetColumn], source_dialect: str, dialect: sa.Dialect
 ) -> sa.Table:
     # Synthetic tables carry types only: no keys, defaults, identities or NOT NULL (the engine decides).
@@ -107,7 +107,7 @@ def target_enum_types(table: sa.Table) -> list[postgresql.ENUM]:
     return [column.type for column in table.columns if isinstance(column.type, postgresql.ENUM)]
 
 
-def _create_enum_types(conn: sa.Connection, table: sa.Table) -> None:
+def create_enum_types(conn: sa.Connection, table: sa.Table) -> None:
     for enum_type in target_enum_types(table):
         postgresql.ENUM(*enum_type.enums, name=enum_type.name, schema=enum_type.schema).create(
             conn, checkfirst=True
@@ -146,19 +146,19 @@ def _silent(step: str) -> None:
 
 def _replace_transactional(engine, schema, name, columns, frame, source_dialect, before_commit, progress):
     staging_name = derived_name(STAGING_PREFIX, name, uuid.uuid4().hex[:16])
-    staging = _table(staging_name, schema, columns, source_dialect, engine.dialect)
+    staging = synthetic_table(staging_name, schema, columns, source_dialect, engine.dialect)
     with engine.connect() as conn:
-        _begin(conn)
+        begin_ddl_transaction(conn)
         try:
-            _create_enum_types(conn, staging)
+            create_enum_types(conn, staging)
             staging.create(conn)
-            _insert(conn, staging, columns, frame)
+            insert_rows(conn, staging, columns, frame)
             progress("staged")
             locks.lock_transaction(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS)
             if sa.inspect(conn).has_table(name, schema=schema):
                 sa.Table(name, sa.MetaData(), schema=schema).drop(conn)
             conn.exec_driver_sql(
-                f"ALTER TABLE {_format_table(conn, staging)} RENAME TO {conn.dialect.identifier_preparer.quote(name)}"
+                f"ALTER TABLE {format_table(conn, staging)} RENAME TO {conn.dialect.identifier_preparer.quote(name)}"
             )
             progress("swapped")
             before_commit(conn)
@@ -170,19 +170,21 @@ def _replace_transactional(engine, schema, name, columns, frame, source_dialect,
 
 def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_commit, progress) -> None:
     run = uuid.uuid4().hex[:16]
-    staging = _table(derived_name(STAGING_PREFIX, name, run), schema, columns, source_dialect, engine.dialect)
+    staging = synthetic_table(
+        derived_name(STAGING_PREFIX, name, run), schema, columns, source_dialect, engine.dialect
+    )
     old = sa.Table(derived_name(OLD_PREFIX, name, run), sa.MetaData(), schema=schema)
     target = sa.Table(name, sa.MetaData(), schema=schema)
     with (
         engine.connect() as conn,
         locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
     ):
-        fmt = lambda table: _format_table(conn, table)  # noqa: E731
+        fmt = lambda table: format_table(conn, table)  # noqa: E731
         drop_leftovers(conn, schema, name)
         try:
             staging.create(conn)
             conn.commit()
-            _insert(conn, staging, columns, frame)
+            insert_rows(conn, staging, columns, frame)
             conn.commit()
             progress("staged")
             had_previous = sa.inspect(conn).has_table(name, schema=schema)
@@ -245,7 +247,7 @@ def _append(engine, schema, name, columns, frame, source_dialect, before_commit,
         engine.connect() as conn,
         locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
     ):
-        _begin(conn)
+        begin_ddl_transaction(conn)
         try:
             locks.lock_transaction(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS)
             if sa.inspect(conn).has_table(name, schema=schema):
@@ -253,10 +255,10 @@ def _append(engine, schema, name, columns, frame, source_dialect, before_commit,
                 _check_append_target(conn, table, columns, source_dialect)
             else:
                 # On MySQL/MariaDB this CREATE commits at once: a failing first append leaves an empty table.
-                table = _table(name, schema, columns, source_dialect, engine.dialect)
-                _create_enum_types(conn, table)
+                table = synthetic_table(name, schema, columns, source_dialect, engine.dialect)
+                create_enum_types(conn, table)
                 table.create(conn)
-            _insert(conn, table, columns, frame)
+            insert_rows(conn, table, columns, frame)
             before_commit(conn)
             conn.commit()
         except BaseException:
@@ -288,7 +290,7 @@ def _generic(sql_type: sa.types.TypeEngine) -> str:
         return repr(sql_type)
 
 
-def _begin(conn: sa.Connection) -> None:
+def begin_ddl_transaction(conn: sa.Connection) -> None:
     # pysqlite does not open a transaction before DDL on its own; an explicit BEGIN makes CREATE/DROP/RENAME
     # part of the transaction, so a rollback undoes them (SQLite's DDL is transactional).
     if conn.dialect.name == "sqlite":
@@ -297,7 +299,7 @@ def _begin(conn: sa.Connection) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
-def _format_table(conn: sa.Connection, table: sa.Table) -> str:
+def format_table(conn: sa.Connection, table: sa.Table) -> str:
     return conn.dialect.identifier_preparer.format_table(table)
 
 
@@ -313,7 +315,7 @@ def _within_declared_types(
     return frame.assign(**numeric) if numeric else frame
 
 
-def _insert(
+def insert_rows(
     conn: sa.Connection, table: sa.Table, columns: Sequence[TargetColumn], frame: pd.DataFrame
 ) -> None:
     if len(frame) == 0:

@@ -21,11 +21,11 @@ import sqlalchemy as sa
 from syndiffix_ops.warehouse.write import (
     STAGING_PREFIX,
     TargetColumn,
-    _begin,
-    _create_enum_types,
-    _format_table,
-    _insert,
-    _table,
+    begin_ddl_transaction,
+    create_enum_types,
+    format_table,
+    insert_rows,
+    synthetic_table,
 )
 
 
@@ -72,7 +72,7 @@ def write_linked_tables(
     run = uuid.uuid4().hex[:12]
     staging_names = {t.name: f"{STAGING_PREFIX}{run}_{number}" for number, t in enumerate(tables)}
     with engine.connect() as conn:
-        _begin(conn)
+        begin_ddl_transaction(conn)
         try:
             inline = constraints and dialect == "sqlite"
             metadata = sa.MetaData()
@@ -81,16 +81,16 @@ def write_linked_tables(
                 for t in tables
             ]
             for table, staging in zip(tables, staged, strict=True):
-                _create_enum_types(conn, staging)
+                create_enum_types(conn, staging)
                 staging.create(conn)
-                _insert(conn, staging, table.columns, table.frame)
+                insert_rows(conn, staging, table.columns, table.frame)
             for table in reversed(tables):
                 if sa.inspect(conn).has_table(table.name, schema=schema):
                     sa.Table(table.name, sa.MetaData(), schema=schema).drop(conn)
             quote = conn.dialect.identifier_preparer.quote
             for table, staging in zip(tables, staged, strict=True):
                 conn.exec_driver_sql(
-                    f"ALTER TABLE {_format_table(conn, staging)} RENAME TO {quote(table.name)}"
+                    f"ALTER TABLE {format_table(conn, staging)} RENAME TO {quote(table.name)}"
                 )
             if constraints and dialect == "postgresql":
                 _add_constraints(conn, schema, tables)
@@ -110,7 +110,7 @@ def _staging_table(
     *,
     inline: bool,
 ) -> sa.Table:
-    plain = _table(name, schema, table.columns, table.source_dialect, conn.dialect)
+    plain = synthetic_table(name, schema, table.columns, table.source_dialect, conn.dialect)
     if not inline:
         return plain
     columns = [sa.Column(c.name, c.type, nullable=c.name not in _not_null(table)) for c in plain.columns]
@@ -156,7 +156,7 @@ def _add_constraints(conn: sa.Connection, schema: str | None, tables: Sequence[T
     reflected = {t.name: sa.Table(t.name, metadata, schema=schema, autoload_with=conn) for t in tables}
     quote = conn.dialect.identifier_preparer.quote
     for table in tables:
-        target = _format_table(conn, reflected[table.name])
+        target = format_table(conn, reflected[table.name])
         for column in sorted(_not_null(table)):
             conn.exec_driver_sql(f"ALTER TABLE {target} ALTER COLUMN {quote(column)} SET NOT NULL")
         if table.primary_key:

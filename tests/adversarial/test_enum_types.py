@@ -8,7 +8,8 @@ import pytest
 import sqlalchemy as sa
 from dialect_cases import SALT, config_for, lineage_rows, one_line
 
-from syndiffix_ops.pipeline import PipelineError, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_errors import PipelineError
 
 
 @pytest.fixture

@@ -9,7 +9,8 @@ import sqlalchemy as sa
 from dialect_cases import SALT, config_for, leftovers, lineage_rows, one_line, table_rows
 
 from syndiffix_ops.lineage import LINEAGE_TABLE
-from syndiffix_ops.pipeline import PipelineError, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_errors import PipelineError
 from syndiffix_ops.warehouse.identifiers import derived_name, target_tag
 from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
 

@@ -11,7 +11,8 @@ from support_dataloss import SALT, config_for, lineage_rows, make_orders, rows_o
 
 from syndiffix_ops.cli import EXIT_TABLE_FAILED, main
 from syndiffix_ops.config import DEFAULT_MIN_ROWS, ConfigError, parse_config
-from syndiffix_ops.pipeline import TooFewRowsError, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_errors import TooFewRowsError
 from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
 
 

@@ -250,7 +250,7 @@ def test_two_runs_share_a_run_id_per_run_and_keep_both_reports(tmp_path, source_
         assert sorted(rows["target_table"]) == ["orders", "orders_broken", "orders_narrow"]
         failed = rows[rows["status"] == "failed"].iloc[0]
         assert failed["target_table"] == "orders_broken" and failed["error_stage"] == "check"
-        assert failed["error_class"] == "syndiffix_ops.pipeline.PipelineError"
+        assert failed["error_class"] == "syndiffix_ops.run_errors.PipelineError"
         assert "not_a_column" not in failed["error_message"]  # quoted names and values are not kept
     reports = tmp_path / "reports"
     index = (reports / "index.html").read_text(encoding="utf-8")
@@ -267,7 +267,7 @@ def test_two_runs_share_a_run_id_per_run_and_keep_both_reports(tmp_path, source_
     assert "Index of 2 run(s) of 3 table(s)" in result.stdout.replace("\n", "")
     rebuilt = (reports / "index.html").read_text(encoding="utf-8")
     assert all(f'href="orders/{run}.html"' in rebuilt for run in runs)
-    assert rebuilt.count("syndiffix_ops.pipeline.PipelineError in check") == 2
+    assert rebuilt.count("syndiffix_ops.run_errors.PipelineError in check") == 2
     assert "Outputs of orders, compared on the same columns" in rebuilt
 
 

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from syndiffix_core import cli as syndiffix_cli
 from syndiffix_ops.config import ConfigError, load_config, parse_config
 from syndiffix_ops.lineage import lineage_table
-from syndiffix_ops.pipeline import PipelineError, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_errors import PipelineError
 
 SALT = b"derive test salt"
 

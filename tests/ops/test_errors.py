@@ -11,7 +11,8 @@ import sqlalchemy as sa
 
 from syndiffix_ops.config import ConfigError, load_config
 from syndiffix_ops.errors import is_permanent
-from syndiffix_ops.pipeline import PipelineError, SchemaDriftError, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_errors import PipelineError, SchemaDriftError
 
 
 def _closed_port() -> int:

@@ -22,7 +22,8 @@ from syndiffix_ops.lineage import (
     last_lineage,
     lineage_table,
 )
-from syndiffix_ops.pipeline import AirflowIds, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_result import AirflowIds
 
 PASSWORD = "pa55-word-never-stored"
 SALT = b"salt-never-stored"

@@ -17,7 +17,8 @@ import syndiffix_ops
 from syndiffix_ops.config import ConfigError, parse_config
 from syndiffix_ops.engines import ENGINES, register_engine
 from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
-from syndiffix_ops.pipeline import PipelineError, QualityGateError, SchemaDriftError, run_table
+from syndiffix_ops.pipeline import run_table
+from syndiffix_ops.run_errors import PipelineError, QualityGateError, SchemaDriftError
 from syndiffix_ops.warehouse import RowLimitExceeded
 from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
 
@@ -455,7 +456,7 @@ def test_the_quality_gate_keeps_the_previous_copy_and_records_why(tmp_path):
     assert _rows(engine, None, "orders_synth") == before_rows
     failed = _lineage(engine, None)[-1]
     assert (failed["run_id"], failed["status"], failed["error_stage"]) == ("gated", "failed", "quality")
-    assert failed["error_class"] == "syndiffix_ops.pipeline.QualityGateError"
+    assert failed["error_class"] == "syndiffix_ops.run_errors.QualityGateError"
     # the reviewer gets the report of the copy that was held back
     assert (tmp_path / "r" / "orders_synth" / "gated.html").is_file()
     engine.dispose()

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from syndiffix_ops.config import parse_config
 from syndiffix_ops.engines import ENGINES, EngineResult, register_engine
 from syndiffix_ops.lineage import last_lineage
-from syndiffix_ops.pipeline import PipelineError, run_table
+from syndiffix_ops.pipeline import run_table
 from syndiffix_ops.risk import (
     RiskError,
     RiskParams,
@@ -27,6 +27,7 @@ from syndiffix_ops.risk import (
     sketch_table,
     summarize_table,
 )
+from syndiffix_ops.run_errors import PipelineError
 
 THRESHOLDS = (1, 2, 5, 10)
 # The risk report reads sources only; a pipeline config still needs a target that is not its source.
