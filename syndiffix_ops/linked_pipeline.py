@@ -1,5 +1,5 @@
 """run_linked_set: read every table of a linked set, synthesize them together so their keys join, and
-write them as one unit (parents first, one transaction) with a lineage row per table.
+write them as one unit (parents first, see warehouse.write_set) with a lineage row per table.
 
 The per-table checks are the pipeline's own (columns and types against the config, schema drift,
 max_rows, the salt); what is new is the linking (syndiffix_core.linking), the multi-table write
@@ -100,7 +100,7 @@ def run_linked_set(
         read_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
         synthetic, metadata = _synthesize(members, salts.pop(), notify)
-        for member in members:  # the whole set is written in one transaction: one short table stops it
+        for member in members:  # the set is written as one unit: one short table stops it
             run_checks.refuse_too_few_rows(
                 f"table {member.name}",
                 len(synthetic[member.name]),

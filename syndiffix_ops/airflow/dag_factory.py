@@ -126,7 +126,7 @@ def build_dag(
             partial_args["pool"] = block.pool
         if spec.outputs:
             SyntheticTableOperator.partial(**partial_args).expand_kwargs(spec.outputs)
-        # A linked set is synthesized and written as one unit (parents first, one transaction): one
+        # A linked set is synthesized and written as one unit (parents first): one
         # task in a group of its own, parallel to the mapped tables and to the other sets.
         single = {k: v for k, v in partial_args.items() if k != "map_index_template"}
         for tables in spec.linked_sets:

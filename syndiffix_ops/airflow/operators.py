@@ -249,7 +249,7 @@ class SyntheticTableOperator(BaseOperator):
 
 class LinkedSetOperator(SyntheticTableOperator):
     """Synthesize the linked set that `table` belongs to (docs/linked-tables.md): every table of the
-    set, parents before children, written in one transaction. The set is planned from the YAML's keys
+    set, parents before children, written as one unit. The set is planned from the YAML's keys
     and the source's declared keys, as `syndiffix-ops run` plans it."""
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:

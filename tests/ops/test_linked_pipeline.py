@@ -16,18 +16,32 @@ from syndiffix_ops.lineage import LINEAGE_TABLE
 from syndiffix_ops.linked_pipeline import run_linked_set
 from syndiffix_ops.pipeline import QualityGateError
 from syndiffix_ops.run_plan import database_key_reader, plan_run
-from syndiffix_ops.warehouse.write import STAGING_PREFIX
-from syndiffix_ops.warehouse.write_set import LinkedWriteError
+from syndiffix_ops.warehouse import TargetColumn, value_kind
+from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
+from syndiffix_ops.warehouse.write_set import ForeignKeyConstraint, TableWrite, write_linked_tables
 
 SALT = b"linked pipeline test salt"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def linked_db(request, tmp_path):
-    """(engine, schema) on a target with transactional DDL; MariaDB's refusal has a test of its own."""
+    """(engine, schema): source and target in one database (MariaDB: a database of its own, as other
+    tests of the session write tables named orders there)."""
     if request.param == "sqlite":
         engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
         yield engine, None
+    elif request.param == "mariadb":
+        server = sa.create_engine(request.getfixturevalue("mariadb_url"))
+        database = f"{server.url.database}_linked_{uuid.uuid4().hex[:6]}"
+        with server.begin() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        engine = sa.create_engine(server.url.set(database=database))
+        yield engine, None
+        engine.dispose()
+        with server.begin() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE `{database}`")
+        server.dispose()
+        return
     else:
         engine = sa.create_engine(request.getfixturevalue("pg_url"))
         schema = f"linked {uuid.uuid4().hex[:8]}"
@@ -189,27 +203,53 @@ def test_a_failure_while_writing_the_set_leaves_every_previous_table_and_lineage
     for name, frame in zip(("customers_synth", "orders_synth"), before, strict=True):
         pd.testing.assert_frame_equal(_frame(engine, schema, name), frame)
     pd.testing.assert_frame_equal(_lineage(engine, schema), before_lineage)
-    assert not [t for t in sa.inspect(engine).get_table_names(schema=schema) if t.startswith(STAGING_PREFIX)]
+    tables = sa.inspect(engine).get_table_names(schema=schema)
+    assert not [t for t in tables if t.startswith((STAGING_PREFIX, OLD_PREFIX))]
 
 
-def test_a_target_without_transactional_ddl_is_refused_before_anything_is_written(mariadb_url):
-    # A database of its own: other tests of the session write tables named orders and orders_synth.
-    server = sa.create_engine(mariadb_url)
-    database = f"{server.url.database}_linked_{uuid.uuid4().hex[:6]}"
-    with server.begin() as conn:
-        conn.exec_driver_sql(f"CREATE DATABASE `{database}`")
-    engine = sa.create_engine(server.url.set(database=database))
-    try:
-        _make_source(engine, None, declare_keys=True)
-        config = _config(engine, None, virtual_keys=False)
-        with pytest.raises(LinkedWriteError, match="target: a linked set is written in one transaction"):
-            run_linked_set(config, _linked_set(config, engine), salt=SALT)
-        assert not sa.inspect(engine).has_table("customers_synth")
-    finally:
-        engine.dispose()
-        with server.begin() as conn:
-            conn.exec_driver_sql(f"DROP DATABASE `{database}`")
-        server.dispose()
+def test_a_set_failing_mid_write_leaves_the_previous_set_as_it_was(linked_db):
+    """The second table of a set breaks its primary key while it is staged, after the first table is
+    staged (and, on MySQL/MariaDB, committed): the previous set stays, no helper table is left."""
+    engine, schema = linked_db
+    _make_source(engine, schema, declare_keys=True)
+    config = _config(engine, schema, virtual_keys=False)
+    linked_set = _linked_set(config, engine)
+    run_linked_set(config, linked_set, salt=SALT, run_id="first")
+    before = [_frame(engine, schema, t) for t in ("customers_synth", "orders_synth")]
+    before_lineage = _lineage(engine, schema)
+    columns = {
+        name: [
+            TargetColumn(c["name"], c["type"], value_kind(c["type"]))
+            for c in sa.inspect(engine).get_columns(name, schema=schema)
+        ]
+        for name in ("customers_synth", "orders_synth")
+    }
+    parents = pd.DataFrame({"customer_id": [1, 2, 3], "age": [30, 40, 50], "segment": ["a", "b", "c"]})
+    children = pd.DataFrame({"order_id": [7, 7], "customer_id": [1, 2], "amount": [1.0, 2.0]})
+    writes = [
+        TableWrite(
+            "customers_synth", columns["customers_synth"], parents, engine.dialect.name, ("customer_id",)
+        ),
+        TableWrite(
+            "orders_synth",
+            columns["orders_synth"],
+            children,
+            engine.dialect.name,
+            ("order_id",),
+            foreign_keys=(ForeignKeyConstraint(("customer_id",), "customers_synth", ("customer_id",)),),
+        ),
+    ]
+    recorded = []
+    with pytest.raises(sa.exc.IntegrityError):
+        write_linked_tables(
+            engine, schema=schema, tables=writes, constraints=True, before_commit=recorded.append
+        )
+    assert recorded == []
+    for name, frame in zip(("customers_synth", "orders_synth"), before, strict=True):
+        pd.testing.assert_frame_equal(_frame(engine, schema, name), frame)
+    pd.testing.assert_frame_equal(_lineage(engine, schema), before_lineage)
+    tables = sa.inspect(engine).get_table_names(schema=schema)
+    assert not [t for t in tables if t.startswith((STAGING_PREFIX, OLD_PREFIX))]
 
 
 def test_a_cycle_of_not_null_keys_is_refused_naming_it(tmp_path):
