@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from syndiffix_ops.config import ConfigError, QualityConfig, parse_config
 from syndiffix_ops.lineage import LINEAGE_TABLE
 from syndiffix_ops.linked_pipeline import run_linked_set
-from syndiffix_ops.pipeline import QualityGateError
+from syndiffix_ops.run_errors import QualityGateError
 from syndiffix_ops.run_plan import database_key_reader, plan_run
 from syndiffix_ops.warehouse import TargetColumn, value_kind
 from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
