@@ -6,7 +6,9 @@ default_args, pool, max_active_tasks, max_active_runs from the `dag:` block) has
 so a Celery or Kubernetes executor spreads a warehouse over its workers. Tables joined by keys declared
 in the YAML (a linked set, docs/linked-tables.md) run instead as one `synthesize` task in a task group
 `linked_<first table>` per set, parallel to the mapped tables. Parsing reads only the YAML
-file: no connection, Variable or database is touched until a task runs.
+file: no connection, Variable or database is touched until a task runs. The keys the source declares
+are read when the tasks run: a set they form is written by one task, the others skip
+(run_plan.task_table).
 
 Why one DAG file per YAML file: Airflow records import errors per Python file and marks the DAGs of a
 file with an import error as broken. With one YAML per DAG file, a mistake in a YAML file is an import

@@ -90,13 +90,13 @@ class SyntheticTableOperator(BaseOperator):
     def execute(self, context: Any) -> list[dict[str, Any]]:
         """Run the table; a failure no retry can fix (config, missing table or column, type policy,
         schema drift) fails the task at once, any other failure is left to Airflow's retries."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
         from syndiffix_ops.errors import is_permanent
 
         try:
             return self._synthesize(context)
-        except AirflowFailException:
+        except (AirflowFailException, AirflowSkipException):
             raise
         except Exception as error:
             if is_permanent(error):
@@ -166,9 +166,25 @@ class SyntheticTableOperator(BaseOperator):
         return source, target
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
-        from syndiffix_ops.pipeline import run_table
+        """The table alone, or the linked set it belongs to with the source's keys (planned now, on the
+        worker: the DAG was parsed without a database). One task runs each set; the others skip."""
+        from airflow.sdk.exceptions import AirflowSkipException
 
-        return run_table(config, table, **arguments)
+        from syndiffix_ops.linked_pipeline import run_linked_set
+        from syndiffix_ops.pipeline import run_table
+        from syndiffix_ops.run_plan import database_key_reader, plan_run, task_table
+
+        read_keys = database_key_reader(arguments["source"]) if config.keys_from_database else None
+        linked_set = plan_run(config, read_keys).set_of(table.display_name)
+        if linked_set is None:
+            return run_table(config, table, **arguments)
+        runner = task_table(config, linked_set)
+        if runner != self.table:
+            raise AirflowSkipException(
+                f"table {table.display_name} is written with linked set {', '.join(linked_set.tables)} "
+                f"by the task of table {runner}"
+            )
+        return run_linked_set(config, linked_set, **arguments)
 
     def _salt(self) -> bytes | None:
         from airflow.sdk import BaseHook, Variable
@@ -248,20 +264,12 @@ class SyntheticTableOperator(BaseOperator):
 
 
 class LinkedSetOperator(SyntheticTableOperator):
-    """Synthesize the linked set that `table` belongs to (docs/linked-tables.md): every table of the
-    set, parents before children, written as one unit. The set is planned from the YAML's keys
-    and the source's declared keys, as `syndiffix-ops run` plans it."""
+    """The task of a linked set declared in the YAML (docs/linked-tables.md): every table of the set,
+    parents before children, written as one unit. `table` is the set's first table; the set is planned
+    when the task runs, from the YAML's keys and the source's declared keys, as `syndiffix-ops run`
+    plans it (see SyntheticTableOperator._run)."""
 
-    def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
-        from syndiffix_ops.config import ConfigError
-        from syndiffix_ops.linked_pipeline import run_linked_set
-        from syndiffix_ops.run_plan import database_key_reader, plan_run
-
-        read_keys = database_key_reader(arguments["source"])
-        linked_set = plan_run(config, read_keys).set_of(table.display_name)
-        if linked_set is None:
-            raise ConfigError([f"{config.config_path}: table {table.display_name} is in no linked set"])
-        return run_linked_set(config, linked_set, **arguments)
+    ui_color = "#dcebfa"
 
 
 def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):

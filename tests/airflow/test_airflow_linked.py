@@ -96,3 +96,78 @@ def test_the_linked_set_runs_in_airflow_and_its_copies_join(
         assert fk["referred_table"] == "customers"
     finally:
         engine.dispose()
+
+
+DECLARED_SCHEMA = "declared_src"
+DECLARED_TARGET = "declared_out"
+DECLARED_CONFIG = f"""\
+version: 1
+source_conn_id: syndiffix_source
+target_conn_id: syndiffix_target
+target_schema: {DECLARED_TARGET}
+constraints: copy
+dag:
+  dag_id: syndiffix_declared_keys
+tables:
+  - source: {DECLARED_SCHEMA}.customers
+  - source: {DECLARED_SCHEMA}.orders
+  - source: {DECLARED_SCHEMA}.weather
+"""
+
+
+def test_keys_the_source_declares_group_tables_when_the_tasks_run(
+    airflow_env, add_config_dag, run_dag, linked_source
+):
+    """No key in the YAML: the DAG parses into three mapped tasks without touching the database; at run
+    time the source's keys make customers and orders one set, which the task of its first table (the
+    parent) writes as one unit while the task of orders skips."""
+    import sqlalchemy as sa
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    engine = sa.create_engine(linked_source)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {DECLARED_SCHEMA} CASCADE")
+        conn.exec_driver_sql(f"CREATE SCHEMA {DECLARED_SCHEMA}")
+        for name in ("customers", "orders", "weather"):
+            conn.exec_driver_sql(
+                f"CREATE TABLE {DECLARED_SCHEMA}.{name} AS SELECT * FROM {SOURCE_SCHEMA}.{name}"
+            )
+        conn.exec_driver_sql(f"ALTER TABLE {DECLARED_SCHEMA}.customers ADD PRIMARY KEY (customer_id)")
+        conn.exec_driver_sql(f"ALTER TABLE {DECLARED_SCHEMA}.orders ADD PRIMARY KEY (order_id)")
+        conn.exec_driver_sql(
+            f"ALTER TABLE {DECLARED_SCHEMA}.orders ADD FOREIGN KEY (customer_id) "
+            f"REFERENCES {DECLARED_SCHEMA}.customers (customer_id)"
+        )
+    _, dag_file = add_config_dag(airflow_env.dags_folder, "declared", DECLARED_CONFIG)
+    try:
+        dag_run = run_dag("syndiffix_declared_keys")
+        assert dag_run.state == "success"
+        with create_session() as session:
+            instances = session.scalars(
+                sa.select(TaskInstance).where(
+                    TaskInstance.dag_id == "syndiffix_declared_keys", TaskInstance.run_id == dag_run.run_id
+                )
+            ).all()
+            states = {ti.rendered_map_index: ti.state for ti in instances}
+        assert states == {"customers": "success", "orders": "skipped", "weather": "success"}
+        with engine.connect() as conn:
+            orders, joined = conn.exec_driver_sql(
+                f"SELECT count(*), count(c.customer_id) FROM {DECLARED_TARGET}.orders o "
+                f"JOIN {DECLARED_TARGET}.customers c ON o.customer_id = c.customer_id"
+            ).one()
+            assert orders == joined > 0
+            written = (
+                conn.exec_driver_sql(
+                    f"SELECT target_table FROM {DECLARED_TARGET}.syndiffix_lineage "
+                    "WHERE status = 'success' ORDER BY target_table"
+                )
+                .scalars()
+                .all()
+            )
+        assert written == ["customers", "orders", "weather"]  # each once
+        (fk,) = sa.inspect(engine).get_foreign_keys("orders", schema=DECLARED_TARGET)
+        assert fk["referred_table"] == "customers"
+    finally:
+        dag_file.unlink()
+        engine.dispose()

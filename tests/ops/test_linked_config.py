@@ -99,3 +99,43 @@ def test_tables_joined_by_keys_form_one_set_parents_first_and_unrelated_tables_r
     plan = plan_run(parse_config(data))
     assert [s.tables for s in plan.linked_sets] == [("customers", "orders", "lines"), ("ledger",)]
     assert plan.single_tables == ("weather",)
+
+
+def test_a_set_the_source_keys_form_at_run_time_has_one_task_table():
+    """The DAG has a task per YAML-declared set (named by its first table) and a mapped task per other
+    table; the source's keys can join them into one set at run time, which exactly one task runs."""
+    from syndiffix_ops.run_plan import LinkedSet, task_table
+    from syndiffix_ops.warehouse.keys import DeclaredForeignKey, DeclaredKeys
+
+    data = {
+        **BASE,
+        "tables": [
+            {"source": "payments"},
+            {
+                "source": "orders",
+                "foreign_keys": [{"columns": ["customer_id"], "references": "customers(id)"}],
+            },
+            {"source": "customers", "primary_key": ["id"]},
+            {"source": "regions"},
+            {"source": "stores"},
+            {"source": "ledger", "primary_key": ["id"]},
+        ],
+    }
+    config = parse_config(data)
+    none = DeclaredKeys((), (), (), frozenset())
+
+    def declared(table):  # payments -> orders, customers -> regions, stores -> regions (the source's keys)
+        parent = {"payments": "orders", "customers": "regions", "stores": "regions"}.get(table.table_name)
+        if parent is None:
+            return none
+        return DeclaredKeys(
+            ("id",), (), (DeclaredForeignKey(("parent_id",), None, parent, ("id",)),), frozenset()
+        )
+
+    plan = plan_run(config, declared)
+    grown, ledger = plan.linked_sets
+    assert set(grown.tables) == {"payments", "orders", "customers", "regions", "stores"}
+    assert task_table(config, grown) == "customers"  # the task of the YAML set customers, orders
+    assert task_table(config, ledger) == "ledger"
+    only_declared = LinkedSet(("regions", "stores"), {})
+    assert task_table(config, only_declared) == "regions"  # the mapped task of its first table
