@@ -10,6 +10,8 @@ for a "safe" index (a singularity of the column's 1-dim tree that passes LCF), o
 prefix of the range's first and last strings + "*" + the drawn index (e.g. `city_*37`).
 In a cluster of several columns, each column's rows are first dealt its 1-dim buckets in the order of
 their own values (`_calibrated_ranges`), so the column keeps its 1-dim distribution and the joint ranks.
+Numbers and timestamps stay between the column's known values (`known_values`): the outermost 1-dim
+buckets, when ranges, are drawn on their inner side, so no value falls beyond the source's extremes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class MicrodataBuilder:
         self.codecs = list(codecs)
         self.harvester = harvester or Harvester(forest)
         self._safe_strings: dict[int, np.ndarray] = {}
+        self._known_values: dict[int, tuple[float, float] | None] = {}
 
     def materialize(self, columns: Sequence[int]) -> Microdata:
         columns = tuple(sorted(columns))
@@ -71,6 +74,8 @@ class MicrodataBuilder:
             if len(columns) > 1 and lo.size:
                 lo, hi, rank_order = self._calibrated_ranges(column, lo, hi, _grid_step(codec), rng)
             null = lo == self.forest.null_values[column]
+            if codec.kind not in (ColumnKind.STRING, ColumnKind.BOOLEAN):
+                lo, hi = self._inside_known_values(column, lo, hi, null)
             if codec.kind == ColumnKind.STRING:
                 series, drawn = self._strings(column, codec, lo, hi, null, rng)
             else:
@@ -109,6 +114,43 @@ class MicrodataBuilder:
         calibrated_lo[rank_order] = target.low[bucket_of_rank, 0]
         calibrated_hi[rank_order] = target.high[bucket_of_rank, 0]
         return calibrated_lo, calibrated_hi, rank_order
+
+    def known_values(self, column: int) -> tuple[float, float] | None:
+        """(lowest, highest): the column's source minimum is at most `lowest` and its maximum at least
+        `highest`, read from the 1-dim harvest alone; None if no such pair leaves room between them.
+
+        Every 1-dim bucket passed the low-count filter, so it holds source rows: a point bucket is a
+        source value, and the rows of a range bucket [low, high) lie below `high` and at or above
+        `low` (outliers beyond the pushed-down root sit in its edge cells, on the far side). So the
+        minimum is below the lowest bucket end and the maximum at or above the highest bucket start.
+        """
+        if column not in self._known_values:
+            pool = self.harvester.pool((column,))
+            present = pool.low[:, 0] != self.forest.null_values[column]
+            lows, highs = pool.low[present, 0], pool.high[present, 0]
+            known = None
+            if lows.size and highs.min() < lows.max():
+                known = (float(highs.min()), float(lows.max()))
+            self._known_values[column] = known
+        return self._known_values[column]
+
+    def _inside_known_values(self, column, lo, hi, null):
+        """Ranges moved inside the column's known values: the outermost 1-dim buckets, when ranges,
+        reach beyond the data's extremes by up to their width, and a uniform draw there can fall below
+        the source's minimum or above its maximum. Such a range keeps its width but ends at the known
+        edge on its inner side (the outermost rows stay the outermost, and the tail keeps its mass
+        close to where the 1-dim tree put it); clipped so that it stays between the known values."""
+        known = self.known_values(column)
+        if known is None:
+            return lo, hi
+        lowest, highest = known
+        width = hi - lo
+        below = ~null & (lo < lowest)
+        above = ~null & (hi > highest)
+        lo, hi = lo.copy(), hi.copy()
+        lo[below], hi[below] = lowest, np.minimum(lowest + width[below], highest)
+        lo[above], hi[above] = np.maximum(highest - width[above], lowest), highest
+        return lo, hi
 
     def safe_string_indices(self, column: int) -> np.ndarray:
         """Sorted string indices that are LCF-passing singularities of the column's 1-dim tree."""

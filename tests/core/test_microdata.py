@@ -42,7 +42,9 @@ def test_nulls_come_back_as_nulls():
 
 
 def _draw_one_bucket(frame, low, high, count=4000):
-    builder = _builder(frame)
+    # 50 copies of every value: each is a 1-dim bucket of its own, so the column's known values are its
+    # exact minimum and maximum, and the bucket drawn from lies inside them.
+    builder = _builder(pd.concat([frame] * 50, ignore_index=True))
     buckets = Buckets(np.array([[low]]), np.array([[high]]), np.array([count]), np.zeros(1, dtype=np.int64))
     return builder.from_buckets((0,), buckets, np.random.default_rng(7)).values[0]
 
