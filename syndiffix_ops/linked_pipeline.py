@@ -8,6 +8,7 @@ max_rows, the salt); what is new is the linking (syndiffix_core.linking), the mu
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -31,10 +32,12 @@ from syndiffix_ops.run_errors import PipelineError, QualityGateError
 from syndiffix_ops.run_plan import LinkedSet, TableKeys
 from syndiffix_ops.run_result import AirflowIds, PlannedOutput, Progress, TableRunResult
 from syndiffix_ops.warehouse import SourceTable, ValueKind, check_row_limit, read_columns, target_type_sql
+from syndiffix_ops.warehouse.types import key_value_kind
 from syndiffix_ops.warehouse.write_set import ForeignKeyConstraint, TableWrite, write_linked_tables
 
 log = logging.getLogger(__name__)
 
+_KEY_KINDS = (ValueKind.INTEGER, ValueKind.STRING, ValueKind.UUID, ValueKind.UUID_BINARY)
 _INTEGER_LIMITS = {"SMALLINT": 2**15 - 1, "INTEGER": 2**31 - 1, "BIGINT": 2**63 - 1}
 
 
@@ -141,23 +144,23 @@ def _member(
                 f"{label}: mode append cannot be used in a linked set (fresh keys each run would not join the old rows)"
             ]
         )
-    source = run_checks.reflect_source(source_engine, table, label)
-    aids, synthesized = run_checks.resolve_columns(source, effective, label)
     keys = linked_set.keys[name]
     key_columns = [
         *keys.primary_key,
         *(c for u in keys.unique for c in u),
         *(c for fk in keys.foreign_keys for c in fk.columns),
     ]
+    source = _with_key_kinds(run_checks.reflect_source(source_engine, table, label), key_columns)
+    aids, synthesized = run_checks.resolve_columns(source, effective, label)
     names = {c.name for c in source.columns}
     problems = [
         f"key column {c!r} is not in the source" for c in dict.fromkeys(key_columns) if c not in names
     ]
     problems += [
         f"key column {c!r} has type {source.column(c).type_sql}, for which no surrogate keys are made "
-        "(integers and strings are)"
+        "(integers, strings and UUIDs are)"
         for c in dict.fromkeys(key_columns)
-        if c in names and source.column(c).kind not in (ValueKind.INTEGER, ValueKind.STRING)
+        if c in names and source.column(c).kind not in _KEY_KINDS
     ]
     if problems:
         raise PipelineError(f"{label}: " + "; ".join(problems))
@@ -167,6 +170,16 @@ def _member(
     if effective.max_rows is not None:
         check_row_limit(source_engine, source, table.where, effective.max_rows)
     return _Member(name, effective, source, aids, output, keys)
+
+
+def _with_key_kinds(source: SourceTable, key_columns: list[str]) -> SourceTable:
+    """The source with its key columns' kinds as keys have them: a uuid or BINARY(16) key is read as
+    UUID text for the linking (it gets fresh UUIDs, never synthesized values)."""
+    columns = tuple(
+        dataclasses.replace(c, kind=key_value_kind(c.sql_type)) if c.name in key_columns else c
+        for c in source.columns
+    )
+    return dataclasses.replace(source, columns=columns)
 
 
 def _read(config: PipelineConfig, member: _Member, source_engine: sa.Engine) -> None:

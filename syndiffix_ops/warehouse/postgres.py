@@ -286,6 +286,7 @@ _PARSERS = {
     ValueKind.TIMESTAMP_TZ: _timestamp_tz,
     ValueKind.DATE: _date,
     ValueKind.TIME: _from_iso(dt.time.fromisoformat),
+    ValueKind.UUID: _string,  # PostgreSQL writes a uuid as its canonical text
 }
 
 
@@ -322,6 +323,8 @@ def _text(series: pd.Series, kind: ValueKind) -> list[str]:
         return [NULL if v is None else _escape(v) for v in values]
     if kind is ValueKind.BOOLEAN:
         return [NULL if v is None else "t" if v else "f" for v in to_python(series, kind)]
+    if kind is ValueKind.UUID_BINARY:  # a bytea in COPY's text format: \\x and hex digits
+        return [NULL if v is None else "\\\\x" + v.hex() for v in to_python(series, kind)]
     if kind is ValueKind.INTEGER:
         if isinstance(series.dtype, np.dtype):
             return list(map(str, series.tolist()))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import decimal
 import enum
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,10 @@ class ValueKind(enum.StrEnum):
     TIMESTAMP_TZ = "timestamptz"
     DATE = "date"
     TIME = "time"
+    # Key columns only (never synthesized by an engine, see key_value_kind): UUIDs held as canonical
+    # text in the frame, written as the database's uuid type or as 16 bytes.
+    UUID = "uuid"
+    UUID_BINARY = "uuid_binary"
 
 
 class UnsupportedTypeError(PermanentError, TypeError):
@@ -86,6 +91,30 @@ def value_kind(sql_type: sa.types.TypeEngine) -> ValueKind | None:
     return None
 
 
+def key_value_kind(sql_type: sa.types.TypeEngine) -> ValueKind | None:
+    """The kind of a key column: the engines' kinds, and UUIDs (a uuid type, or BINARY(16)), which
+    only keys can have: their values are never synthesized, they get fresh surrogates."""
+    if isinstance(sql_type, sa.Uuid):
+        return ValueKind.UUID
+    if (
+        isinstance(sql_type, sa.LargeBinary | sa.BINARY | sa.VARBINARY)
+        and getattr(sql_type, "length", None) == 16
+    ):
+        return ValueKind.UUID_BINARY
+    return value_kind(sql_type)
+
+
+def _uuid_texts(values: Sequence[Any], kind: ValueKind) -> np.ndarray:
+    def text(value: Any) -> str | None:
+        if value is None:
+            return None
+        if kind is ValueKind.UUID_BINARY:
+            return str(uuid.UUID(bytes=bytes(value)))
+        return str(value if isinstance(value, uuid.UUID) else uuid.UUID(str(value)))
+
+    return np.array([text(v) for v in values], dtype=object)
+
+
 def aid_values(values: Sequence[Any]) -> pd.Series:
     """AID columns of any type (UUID, bytes, JSON ids, ...) become strings: the engine only hashes them."""
     series = pd.Series(values, dtype=object)
@@ -116,6 +145,8 @@ def to_series(values: Sequence[Any], kind: ValueKind, name: str) -> pd.Series:
         data = pd.to_datetime(pd.Series(values, dtype=object), utc=True)
     elif kind in (ValueKind.STRING, ValueKind.DATE, ValueKind.TIME):
         data = np.array(values, dtype=object)
+    elif kind in (ValueKind.UUID, ValueKind.UUID_BINARY):
+        data = _uuid_texts(values, kind)
     else:  # pragma: no cover - the enum is closed
         raise AssertionError(kind)
     series = pd.Series(data, name=name)
@@ -176,6 +207,9 @@ def to_python(series: pd.Series, kind: ValueKind) -> list[Any]:
         if series.dtype == bool:
             return series.tolist()
         return series.astype("boolean").to_numpy(dtype=object, na_value=None).tolist()
+    if kind in (ValueKind.UUID, ValueKind.UUID_BINARY):
+        keys = [None if pd.isna(v) else uuid.UUID(str(v)) for v in series.tolist()]
+        return keys if kind is ValueKind.UUID else [None if k is None else k.bytes for k in keys]
     return series.astype(object).where(series.notna(), None).tolist()
 
 

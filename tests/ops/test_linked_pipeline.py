@@ -309,3 +309,105 @@ def test_a_members_own_quality_gate_stops_the_whole_set(tmp_path):
     assert not sa.inspect(engine).has_table("orders_synth")
     assert list((tmp_path / "r" / "orders_synth").glob("*.html"))  # the reviewer sees why
     engine.dispose()
+
+
+def _uuid_key_types(dialect: str) -> tuple[sa.types.TypeEngine, sa.types.TypeEngine]:
+    """(customers' key type, orders' key type) as a source on `dialect` would declare UUID keys."""
+    if dialect == "postgresql":
+        return sa.Uuid(), sa.Uuid()
+    if dialect == "mariadb":
+        return sa.BINARY(16), sa.UUID()  # 16 bytes, and MariaDB's own uuid type
+    return sa.CHAR(36), sa.CHAR(36)
+
+
+def test_uuid_keys_get_fresh_uuids_of_the_sources_type_and_still_join(linked_db):
+    engine, schema = linked_db
+    customer_key, order_key = _uuid_key_types(engine.dialect.name)
+    rng = np.random.default_rng(11)
+    metadata = sa.MetaData(schema=schema)
+    customers = sa.Table(
+        "customers",
+        metadata,
+        sa.Column("customer_id", customer_key, primary_key=True),
+        sa.Column("age", sa.Integer, nullable=False),
+    )
+    orders = sa.Table(
+        "orders",
+        metadata,
+        sa.Column("order_id", order_key, primary_key=True),
+        sa.Column("customer_id", customer_key, sa.ForeignKey(customers.c.customer_id)),
+        sa.Column("amount", sa.Float),
+    )
+    ids = [uuid.UUID(int=int(rng.integers(1, 2**62)) << 64 | n) for n in range(400)]
+
+    def stored(key: uuid.UUID, sql_type):
+        return (
+            key.bytes
+            if isinstance(sql_type, sa.BINARY)
+            else str(key)
+            if isinstance(sql_type, sa.CHAR)
+            else key
+        )
+
+    with engine.begin() as conn:
+        metadata.create_all(conn)
+        conn.execute(
+            customers.insert(),
+            [
+                {"customer_id": stored(k, customer_key), "age": int(a)}
+                for k, a in zip(ids, rng.integers(18, 90, 400), strict=True)
+            ],
+        )
+        owners = rng.integers(0, 400, 1500)
+        conn.execute(
+            orders.insert(),
+            [
+                {
+                    "order_id": stored(uuid.uuid4(), order_key),
+                    "customer_id": stored(ids[o], customer_key),
+                    "amount": float(a),
+                }
+                for o, a in zip(owners, rng.gamma(2.0, 10.0, 1500), strict=True)
+            ],
+        )
+    config = _config(engine, schema, virtual_keys=False)
+    run_linked_set(config, _linked_set(config, engine), salt=SALT)
+
+    inspector = sa.inspect(engine)
+    for table in ("customers", "orders"):
+        source_types = {c["name"]: repr(c["type"]) for c in inspector.get_columns(table, schema=schema)}
+        synthetic = {
+            c["name"]: repr(c["type"]) for c in inspector.get_columns(f"{table}_synth", schema=schema)
+        }
+        assert synthetic == source_types  # uuid stays uuid, BINARY(16) and CHAR(36) stay as declared
+    source_keys = {str(k) for k in ids}
+    with engine.connect() as conn:
+        parents = [
+            _as_uuid(v)
+            for v in conn.execute(
+                sa.select(
+                    sa.Table(
+                        "customers_synth", sa.MetaData(), schema=schema, autoload_with=conn
+                    ).c.customer_id
+                )
+            ).scalars()
+        ]
+        children = conn.execute(
+            sa.select(
+                sa.Table("orders_synth", sa.MetaData(), schema=schema, autoload_with=conn).c[
+                    "order_id", "customer_id"
+                ]
+            )
+        ).all()
+    assert len(set(parents)) == len(parents) > 0 and all(p.version == 4 for p in parents)
+    assert not source_keys & {str(p) for p in parents}  # fresh keys, never the source's
+    order_ids = [_as_uuid(o) for o, _ in children]
+    assert len(set(order_ids)) == len(order_ids) > 0
+    references = {_as_uuid(c) for _, c in children if c is not None}
+    assert references and references <= set(parents)  # every order's customer exists
+
+
+def _as_uuid(value) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    return uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(str(value))
