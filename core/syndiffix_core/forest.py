@@ -21,6 +21,7 @@ way in the sub-trees' levels.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import combinations
@@ -214,6 +215,12 @@ class Forest:
         ranks = np.empty(order.size, dtype=dtype)
         ranks[order] = changes
         self._ranks[column] = ranks
+
+    def release(self, keep: Callable[[tuple[int, ...]], bool], cell_columns: set[int]) -> None:
+        """Drop the trees whose columns `keep` rejects and the cached cells of columns outside
+        `cell_columns` (a tree built later would compute them again, identically)."""
+        self.trees = {columns: tree for columns, tree in self.trees.items() if keep(columns)}
+        self._cell_cache = {j: cells for j, cells in self._cell_cache.items() if j in cell_columns}
 
     def tree(self, columns: tuple[int, ...]) -> Tree:
         columns = tuple(sorted(columns))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class Preorder:
             before = np.cumsum(sizes[depth]) - sizes[depth]
             first_sibling = np.searchsorted(parents, parents, side="left")
             numbers.append(numbers[depth - 1][parents] + 1 + before - before[first_sibling])
-        return cls(numbers, sizes)
+        return cls([_narrow(n) for n in numbers], [_narrow(s) for s in sizes])
 
 
 class Harvester:
@@ -117,14 +118,34 @@ class Harvester:
         self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         self._bounds: dict[int, np.ndarray] = {}
 
-    def release(self, keep: Callable[[tuple[int, ...]], bool]) -> None:
-        """Drop the cached pools and lookups of every tree whose columns `keep` rejects."""
-        for cache in (self._pools, self._preorders, self._cumulative_cache):
+    def release(self, keep: Callable[[tuple[int, ...]], bool], *, tree_lookups_only: bool = False) -> None:
+        """Drop the cached pools and lookups of every tree whose columns `keep` rejects; with
+        `tree_lookups_only`, only what the trees themselves were needed for (the preorders), which
+        `prepare_refinement` has already turned into sub-pool ranges."""
+        caches = (self._preorders,) if tree_lookups_only else (self._pools, self._preorders, self._cumulative_cache)
+        for cache in caches:
             for columns in [c for c in cache if not keep(c)]:
                 del cache[columns]
+        if tree_lookups_only:
+            return
         for cache in (self._sub_range_cache, self._target_cache):
             for key in [key for key in cache if not keep(key[0])]:
                 del cache[key]
+
+    def prepare_refinement(self, columns: tuple[int, ...]) -> None:
+        """Everything the harvest of `columns` reads from the trees, computed up front: the pools of
+        all column subsets and, for those with placeholders, their sub-pool ranges and cumulative
+        counts. Afterwards refinement needs neither the multi-column trees nor their preorders, so
+        they can be released before the refined rows are drawn (the same values are computed as
+        lazily, so the output does not change)."""
+        columns = tuple(sorted(columns))
+        for size in range(2, len(columns) + 1):
+            for subset in combinations(columns, size):
+                if not self.pool(subset).placeholder.any():
+                    continue
+                for drop in range(size):
+                    self._sub_ranges(subset, drop)
+                    self._cumulative(subset[:drop] + subset[drop + 1 :])
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:
@@ -151,13 +172,18 @@ class Harvester:
         if len(columns) > 1:
             self._rebalance_exact_values(columns, pool, expanded, low, high, rng)
         concrete = np.flatnonzero(~lazy)
-        result = Buckets(
-            np.concatenate([pool.low[concrete], low]),
-            np.concatenate([pool.high[concrete], high]),
-            np.concatenate([pool.count[concrete], np.ones(expanded.size, np.int64)]),
-            np.concatenate([pool.origin[concrete], pool.origin[expanded]]),
-        )
-        return result._take(np.argsort(result.origin, kind="stable"))
+        # Concrete entries, then the refined rows, ordered by origin: each array is written once into
+        # its place (no concatenated copy next to the ordered one).
+        origin = np.concatenate([pool.origin[concrete], pool.origin[expanded]])
+        order = np.argsort(origin, kind="stable")
+        place = np.empty(order.size, dtype=np.intp)
+        place[order] = np.arange(order.size)
+        first, rest = place[: concrete.size], place[concrete.size :]
+        del place
+        low = _placed(pool.low[concrete], first, low, rest)
+        high = _placed(pool.high[concrete], first, high, rest)
+        count = _placed(pool.count[concrete], first, np.ones(expanded.size, np.int64), rest)
+        return Buckets(low, high, count, origin[order])
 
     def _rebalance_exact_values(self, columns, pool, expanded, low, high, rng, rounds: int = 4) -> None:
         """Correct refinement's over-use of frequent exact values, in place.
@@ -171,7 +197,9 @@ class Harvester:
         draws. Only anonymized counts are used.
         """
         # Which dimensions of each refined row are open ranges does not change between rounds.
-        open_range = pool.low[expanded] != pool.high[expanded]
+        open_range = np.empty((expanded.size, len(columns)), dtype=bool)
+        for j in range(len(columns)):  # column by column: no (rows, k) float copies
+            open_range[:, j] = pool.low[expanded, j] != pool.high[expanded, j]
         for _ in range(rounds):
             rejected = np.zeros(expanded.size, dtype=bool)
             for j in range(len(columns)):
@@ -266,8 +294,8 @@ class Harvester:
                         high,
                         noisy[nodes],
                         preorder.number[depth][nodes],
-                        np.where(lazy, depth, -1),
-                        np.where(lazy, nodes, -1),
+                        np.where(lazy, depth, -1).astype(np.int8),
+                        _narrow(np.where(lazy, nodes, -1)),
                     )
                 )
                 bucket_id = np.concatenate([bucket_id, np.arange(created, created + nodes.size)])
@@ -442,13 +470,28 @@ class Harvester:
                 last[rows] = np.where(present, first[rows] + preorder.size[depth][safe], first[rows])
             start = np.searchsorted(sub_pool.origin, first)
             stop = np.maximum(np.searchsorted(sub_pool.origin, last), start)
-            self._sub_range_cache[key] = (start, stop)
+            self._sub_range_cache[key] = (_narrow(start), _narrow(stop))
         return self._sub_range_cache[key]
 
     def _cumulative(self, columns) -> np.ndarray:
         if columns not in self._cumulative_cache:
             self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
         return self._cumulative_cache[columns]
+
+
+def _narrow(positions: np.ndarray) -> np.ndarray:
+    """Indices or counts as int32 when they fit (caches held for a whole cluster: half the bytes)."""
+    if positions.size and max(int(positions.max()), -int(positions.min())) >= 2**31:
+        return positions
+    return positions.astype(np.int32)
+
+
+def _placed(head: np.ndarray, head_place: np.ndarray, tail: np.ndarray, tail_place: np.ndarray) -> np.ndarray:
+    """The rows of `head` and `tail` (same trailing shape) put at positions `head_place` / `tail_place`."""
+    out = np.empty((head.shape[0] + tail.shape[0], *head.shape[1:]), dtype=head.dtype)
+    out[head_place] = head
+    out[tail_place] = tail
+    return out
 
 
 def _lookup(keys: np.ndarray, table_values: np.ndarray, table_counts: np.ndarray):

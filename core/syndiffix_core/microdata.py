@@ -16,7 +16,7 @@ buckets, when ranges, are drawn on their inner side, so no value falls beyond th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,20 +55,23 @@ class MicrodataBuilder:
         self._safe_strings: dict[int, np.ndarray] = {}
         self._known_values: dict[int, tuple[float, float] | None] = {}
 
-    def materialize(self, columns: Sequence[int]) -> Microdata:
+    def materialize(self, columns: Sequence[int], after_harvest: Callable[[], None] | None = None) -> Microdata:
+        """The rows of `columns`; `after_harvest` runs once the buckets are harvested (the caller's
+        chance to release the trees and caches that only the harvest needed)."""
         columns = tuple(sorted(columns))
         buckets = self.harvester.harvest(columns)
+        if after_harvest is not None:
+            after_harvest()
         rng = self.forest.salt.rng("microdata", *(self.forest.column_names[j] for j in columns))
         return self.from_buckets(columns, buckets, rng)
 
     def from_buckets(self, columns: tuple[int, ...], buckets: Buckets, rng: np.random.Generator) -> Microdata:
         row_bucket = np.repeat(np.arange(buckets.size), buckets.count)
-        low = buckets.low[row_bucket]
-        high = buckets.high[row_bucket]
-        floats = np.empty(low.shape)
+        floats = np.empty((row_bucket.size, len(columns)))
         values = []
         for position, column in enumerate(columns):
-            lo, hi = low[:, position], high[:, position]
+            # One column's ranges at a time: a (rows, k) copy of both bounds would dominate the peak.
+            lo, hi = buckets.low[:, position][row_bucket], buckets.high[:, position][row_bucket]
             codec = self.codecs[column]
             rank_order = None
             if len(columns) > 1 and lo.size:

@@ -171,7 +171,9 @@ def synthesize(
         if parallel is not None:
             parallel.close()
     report("assemble", 0.9)
-    result = assemble(context, table)
+    typed = table.typed
+    del table  # the float values are only needed for stitching
+    result = assemble(context, typed)
     clock.lap("assemble")
     report("done", 1.0)
     return result
@@ -196,34 +198,40 @@ def plan_clusters(context: SynthesisContext) -> TablePlan:
     return plan
 
 
-def assemble(context: SynthesisContext, table: Microtable) -> pd.DataFrame:
-    """The joined clusters as the output frame, in input column order, rows shuffled."""
-    frame = pd.DataFrame({context.codecs[j].name: table.typed[j] for j in range(context.forest.dims)})
-    shuffle = context.salt.rng("shuffle", *map(str, context.data.columns)).permutation(len(frame))
-    return frame.iloc[shuffle].reset_index(drop=True)
+def assemble(context: SynthesisContext, typed: Mapping[int, pd.Series]) -> pd.DataFrame:
+    """The joined clusters' typed columns as the output frame, in input column order, rows shuffled
+    (each column is shuffled straight into the frame: no unshuffled frame next to the output)."""
+    shuffle = context.salt.rng("shuffle", *map(str, context.data.columns)).permutation(len(typed[0]))
+    columns = {}
+    for j in range(context.forest.dims):
+        columns[context.codecs[j].name] = typed[j].take(shuffle).reset_index(drop=True)
+    return pd.DataFrame(columns, copy=False)
 
 
 def _materialize(
     context: SynthesisContext, columns: tuple[int, ...], *, pending: list[tuple[int, ...]] | None
 ) -> Microtable:
-    """One cluster's microdata. With several clusters (`pending`: the clusters not materialized yet,
-    this one included), the trees and harvest caches that no later cluster uses are released
-    afterwards, so a wide table holds about one cluster's trees at a time instead of all of them
-    (1M x 10: 2.2 GiB -> one cluster's worth). Trees over columns that a later cluster shares with
-    this one (its stitch columns) are kept instead of being rebuilt (they would come out identical:
-    everything is seeded)."""
-    microdata = context.microdata.materialize(columns)
-    context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
+    """One cluster's microdata, holding as little at a time as the stages allow: once every pool and
+    lookup that refinement reads is computed, the multi-column trees are released (before the refined
+    rows are drawn), and once the buckets are harvested, the pools (before the rows are drawn).
+    `pending`: the clusters not materialized yet in this process, this one included (None: no later
+    cluster here, e.g. one cluster, or a worker process). What a later cluster shares with this one
+    (trees and pools over its stitch columns) is kept instead of being rebuilt (it would come out
+    identical: everything is seeded); 1-dim trees and pools serve every cluster's microdata."""
+    later = []
     if pending is not None:
         pending.remove(tuple(columns))
         later = [set(cluster) for cluster in pending]
 
-        def used_later(key: tuple[int, ...]) -> bool:
-            return len(key) == 1 or any(set(key) <= cluster for cluster in later)
+    def used_later(key: tuple[int, ...]) -> bool:
+        return len(key) == 1 or any(set(key) <= cluster for cluster in later)
 
-        forest = context.forest
-        forest.trees = {key: tree for key, tree in forest.trees.items() if used_later(key)}
-        context.microdata.harvester.release(used_later)
+    harvester = context.microdata.harvester
+    harvester.prepare_refinement(columns)
+    context.forest.release(used_later, set().union(*later))
+    harvester.release(used_later, tree_lookups_only=True)
+    microdata = context.microdata.materialize(columns, after_harvest=lambda: harvester.release(used_later))
+    context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
     return _microtable(microdata)
 
 
