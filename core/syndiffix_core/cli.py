@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from syndiffix_core.columns import ColumnKind
+from syndiffix_core.csv_input import read_declared
 from syndiffix_core.csv_output import write_csv
 from syndiffix_core.derive import DeriveError
 from syndiffix_core.errors import SyndiffixError
@@ -228,13 +229,16 @@ def read_table(path: Path, kinds: dict[str, ColumnKind] | None, aid_columns: Seq
     used = [*aid_columns, *wanted]
     raw = None
     if kinds is not None:
-        # Declared numbers and strings straight from the C parser (several times faster on large files);
-        # any value it rejects sends the whole file through the text path, which names the bad value.
-        typed = {name: _PARSER_DTYPES.get(kinds[name], str) for name in wanted}
-        try:
-            raw = _read_csv(path, usecols=used, dtype={**{c: str for c in aid_columns}, **typed})
-        except (ValueError, TypeError, OverflowError):
-            raw = None
+        # Declared numbers and strings straight from a parser: arrow's (multi-threaded), else pandas'
+        # C parser, with the same dtypes and values; any value they reject sends the whole file through
+        # the text path, which names the bad value.
+        declared = {**{c: str for c in aid_columns}, **{n: _PARSER_DTYPES.get(kinds[n], str) for n in wanted}}
+        raw = read_declared(path, declared)
+        if raw is None:
+            try:
+                raw = _read_csv(path, usecols=used, dtype=declared)
+            except (ValueError, TypeError, OverflowError):
+                raw = None
     parsed_by_reader = raw is not None
     if raw is None:
         raw = _read_csv(path, usecols=used, dtype=str)
