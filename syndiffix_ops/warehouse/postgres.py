@@ -29,6 +29,7 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
+from syndiffix_ops.warehouse.copy_binary import SIGNATURE, TRAILER, binary_encoders, encode_rows
 from syndiffix_ops.warehouse.identifiers import plain_table_name, quote_plain
 from syndiffix_ops.warehouse.types import ColumnValueError, ValueKind, to_python
 
@@ -293,24 +294,47 @@ _PARSERS = {
 # --------------------------------------------------------------------------------------------- write
 
 
-def copy_in(conn: sa.Connection, table: sa.Table, frame: pd.DataFrame, kinds: Sequence[ValueKind]) -> None:
-    """`COPY table FROM STDIN` of the frame's columns (in the table's column order), chunk by chunk."""
+def copy_in(
+    conn: sa.Connection,
+    table: sa.Table,
+    frame: pd.DataFrame,
+    kinds: Sequence[ValueKind],
+    *,
+    binary: bool = True,
+) -> None:
+    """`COPY table FROM STDIN` of the frame's columns (in the table's column order), chunk by chunk:
+    in binary where every column has an exact binary form (see copy_binary), else (or with
+    binary=False) as text."""
     # COPY goes to the server without parameters: names are quoted without the preparer's `%` doubling.
     column_list = ", ".join(quote_plain(c.name) for c in table.columns)
     statement = f"COPY {plain_table_name(table.schema, table.name)} ({column_list}) FROM STDIN"
+    encoders = binary_encoders(table, frame, kinds) if binary else None
+    if encoders is not None:
+        statement += " (FORMAT BINARY)"
     driver = conn.connection.driver_connection
     driver_error = conn.dialect.loaded_dbapi.Error
     try:
         with driver.cursor() as cursor, cursor.copy(statement) as copy:
+            if encoders is not None:
+                copy.write(SIGNATURE)
             for start in range(0, len(frame), _WRITE_CHUNK_ROWS):
-                chunk = frame.iloc[start : start + _WRITE_CHUNK_ROWS]
-                columns = [_text(chunk[c.name], kind) for c, kind in zip(table.columns, kinds, strict=True)]
-                copy.write("\n".join(map("\t".join, zip(*columns, strict=True))) + "\n")
+                chunk = [frame[c.name].iloc[start : start + _WRITE_CHUNK_ROWS] for c in table.columns]
+                if encoders is None:
+                    copy.write(_text_rows(chunk, kinds))
+                else:
+                    copy.write(encode_rows([encode(s) for encode, s in zip(encoders, chunk, strict=True)]))
+            if encoders is not None:
+                copy.write(TRAILER)
     except driver_error as error:
         # Same exception family as every other statement SQLAlchemy runs, so callers catch one kind.
         raise sa.exc.DBAPIError.instance(
             statement, None, error, driver_error, dialect=conn.dialect
         ) from error
+
+
+def _text_rows(chunk: Sequence[pd.Series], kinds: Sequence[ValueKind]) -> str:
+    columns = [_text(series, kind) for series, kind in zip(chunk, kinds, strict=True)]
+    return "\n".join(map("\t".join, zip(*columns, strict=True))) + "\n"
 
 
 def _text(series: pd.Series, kind: ValueKind) -> list[str]:
