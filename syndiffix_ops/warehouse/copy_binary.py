@@ -65,13 +65,29 @@ def binary_encoders(table: sa.Table, frame: pd.DataFrame, kinds: Sequence[ValueK
     return encoders
 
 
+def integer_width(sql_type: sa.types.TypeEngine) -> int | None:
+    """Bytes of an integer column's binary form (None: not a plain smallint, integer or bigint)."""
+    return _INTEGER_WIDTHS.get(type(sql_type))
+
+
+def is_plain_string(sql_type: sa.types.TypeEngine) -> bool:
+    """Text, varchar, char and enum labels: their binary form is their UTF-8 text."""
+    return type(sql_type) in _STRING_TYPES or isinstance(sql_type, sa.Enum | postgresql.ENUM)
+
+
+def is_double(sql_type: sa.types.TypeEngine) -> bool:
+    """Double precision (float8), whose binary form is the IEEE double itself."""
+    if not isinstance(sql_type, sa.Float) or isinstance(sql_type, sa.REAL):
+        return False
+    return type(sql_type) is postgresql.DOUBLE_PRECISION or (sql_type.precision or 53) > 24
+
+
 def _encoder(sql_type: sa.types.TypeEngine, kind: ValueKind, series: pd.Series) -> Encoder | None:
     if kind is ValueKind.STRING:
-        plain = type(sql_type) in _STRING_TYPES or isinstance(sql_type, sa.Enum | postgresql.ENUM)
         text = pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
-        return _strings if plain and text else None
+        return _strings if is_plain_string(sql_type) and text else None
     if kind is ValueKind.INTEGER:
-        return _integer_encoder(_INTEGER_WIDTHS.get(type(sql_type)), series)
+        return _integer_encoder(integer_width(sql_type), series)
     if kind is ValueKind.BOOLEAN:
         return _booleans if type(sql_type) in (sa.Boolean, sa.BOOLEAN) and _is_boolean(series) else None
     if kind is ValueKind.REAL:
@@ -126,8 +142,7 @@ def _real_encoder(sql_type: sa.types.TypeEngine, series: pd.Series) -> Encoder |
     if isinstance(sql_type, sa.Float):
         # Double precision only: a float64 rounded to float4 here can differ from the float4 the server
         # makes of its shortest text when it lies on a float4 midpoint.
-        double = type(sql_type) is postgresql.DOUBLE_PRECISION or (sql_type.precision or 53) > 24
-        return _doubles if double and type(sql_type) is not sa.REAL else None
+        return _doubles if is_double(sql_type) else None
     if type(sql_type) in (sa.Numeric, sa.NUMERIC, sa.DECIMAL) and sql_type.precision:
         return _numeric_encoder(sql_type.scale or 0, series)
     return None
@@ -222,7 +237,8 @@ def _times(chunk: pd.Series) -> Field:
 
 
 def _fixed(missing: np.ndarray, present: np.ndarray) -> Field:
-    rows = present.view(np.uint8).reshape(len(present), -1)
+    width = present.dtype.itemsize * int(np.prod(present.shape[1:]))
+    rows = present.view(np.uint8).reshape(len(present), width)
     lengths = np.full(len(missing), rows.shape[1], dtype=np.int32)
     lengths[missing] = -1
     return Field(lengths, rows)

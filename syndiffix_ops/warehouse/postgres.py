@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from psycopg import pq
 
 from syndiffix_ops.warehouse.copy_binary import SIGNATURE, TRAILER, binary_encoders, encode_rows
+from syndiffix_ops.warehouse.copy_binary_read import binary_plan, decode
 from syndiffix_ops.warehouse.identifiers import plain_table_name, quote_plain
 from syndiffix_ops.warehouse.types import ColumnValueError, ValueKind, to_python
 
@@ -58,11 +59,19 @@ def copy_out(
     kinds: Sequence[ValueKind | None],
     *,
     as_text: Sequence[bool],
+    binary: bool = True,
 ) -> Iterator[list[pd.Series]]:
-    """Run `COPY (statement) TO STDOUT` and yield the rows a chunk at a time, one Series per column.
+    """Run `COPY (statement) TO STDOUT` and yield the rows a chunk at a time, one Series per column:
+    in binary where every column has an exact binary reading (see copy_binary_read), else (or with
+    binary=False) as text.
 
     Columns flagged in `as_text` (AID columns of non-integer types) stay strings.
     """
+    plan = binary_plan(list(statement.selected_columns), kinds, as_text) if binary else None
+    if plan is not None:
+        selected, decoders = plan
+        yield from _copy_out_binary(conn, statement.with_only_columns(*selected), names, decoders)
+        return
     compiled = statement.compile(dialect=conn.dialect)
     conn.exec_driver_sql("SET LOCAL DateStyle = 'ISO, YMD'")
     conn.exec_driver_sql("SET LOCAL TimeZone = 'UTC'")
@@ -86,8 +95,24 @@ def copy_out(
     driver = conn.connection.driver_connection
     query = psycopg.ClientCursor(driver).mogrify(f"COPY ({compiled}) TO STDOUT", compiled.params)
     try:
-        for data in _copy_out_chunks(driver, query):
+        for data, _ in _copy_out_chunks(driver, query, binary=False):
             yield _parse(data, names, dtypes, parsers, timestamps)
+    except psycopg.Error as error:
+        raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error, dialect=conn.dialect) from error
+
+
+def _copy_out_binary(conn: sa.Connection, statement: sa.Select, names, decoders) -> Iterator[list[pd.Series]]:
+    compiled = statement.compile(dialect=conn.dialect)
+    conn.exec_driver_sql("SET LOCAL client_encoding = 'UTF8'")
+    driver = conn.connection.driver_connection
+    query = psycopg.ClientCursor(driver).mogrify(
+        f"COPY ({compiled}) TO STDOUT (FORMAT BINARY)", compiled.params
+    )
+    try:
+        for data, message_lengths in _copy_out_chunks(driver, query, binary=True):
+            columns = decode(data, message_lengths, names, decoders)
+            if len(columns[0]):  # not just the trailer
+                yield columns
     except psycopg.Error as error:
         raise sa.exc.DBAPIError.instance(query, None, error, psycopg.Error, dialect=conn.dialect) from error
 
@@ -95,8 +120,11 @@ def copy_out(
 _END = object()
 
 
-def _copy_out_chunks(driver: psycopg.Connection, query: str) -> Iterator[bytes]:
-    """The COPY output in chunks of whole lines, received by a background thread.
+def _copy_out_chunks(
+    driver: psycopg.Connection, query: str, *, binary: bool
+) -> Iterator[tuple[bytes, np.ndarray | None]]:
+    """The COPY output in chunks of whole rows, received by a background thread: text cut after a line
+    break; binary cut between CopyData messages (one per row), with the messages' lengths.
 
     Receiving (libpq, GIL released while it waits) and parsing (pandas' tokenizer releases the GIL too)
     then overlap instead of taking turns. The connection belongs to the thread until it finishes; the
@@ -116,17 +144,20 @@ def _copy_out_chunks(driver: psycopg.Connection, query: str) -> Iterator[bytes]:
         return False
 
     def receive() -> None:
-        pending = bytearray()
+        pending, lengths = bytearray(), []
         try:
             with contextlib.closing(_copy_out_blocks(driver, query)) as blocks:
                 for block in blocks:
                     pending += block
+                    if binary:
+                        lengths.append(len(block))
                     if len(pending) >= _READ_CHUNK_BYTES:
-                        cut = pending.rfind(b"\n") + 1
-                        if not hand_over(bytes(pending[:cut])):
+                        cut = len(pending) if binary else pending.rfind(b"\n") + 1
+                        if not hand_over((bytes(pending[:cut]), np.array(lengths) if binary else None)):
                             return  # leaving the with block cancels the COPY
                         del pending[:cut]
-            if pending and not hand_over(bytes(pending)):
+                        lengths = []
+            if pending and not hand_over((bytes(pending), np.array(lengths) if binary else None)):
                 return
             hand_over(_END)
         except BaseException as error:  # handed to the consumer, which raises it in its own thread

@@ -12,8 +12,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from syndiffix_ops.warehouse import ValueKind, postgres
+from syndiffix_ops.warehouse import ValueKind, postgres, reflect_table
 from syndiffix_ops.warehouse.copy_binary import binary_encoders
+from syndiffix_ops.warehouse.copy_binary_read import binary_plan
 
 UTC = dt.UTC
 
@@ -38,6 +39,7 @@ COLUMNS = {
     "day": (sa.Date(), ValueKind.DATE),
     "day_stamp": (sa.Date(), ValueKind.DATE),
     "clock": (sa.Time(), ValueKind.TIME),
+    "nothing": (sa.Numeric(10, 2), ValueKind.REAL),  # NULL in every row
 }
 
 
@@ -69,6 +71,7 @@ def _frame() -> pd.DataFrame:
             "day": [d.date() for d in stamps],
             "day_stamp": stamps.dt.floor("D"),
             "clock": [d.time() for d in stamps],
+            "nothing": np.full(n, np.nan),
         }
     )
     frame.loc[[0, 1], "double"] = [math.inf, -0.0]
@@ -138,3 +141,77 @@ def test_binary_copy_stores_the_same_values_as_text_copy(pg_schema):
 def test_columns_without_an_exact_binary_form_go_through_text(sql_type, kind, values):
     table = sa.Table("t", sa.MetaData(), sa.Column("c", sql_type))
     assert binary_encoders(table, pd.DataFrame({"c": values}), [kind]) is None
+
+
+SOURCE_COLUMNS = """
+    small smallint, regular integer, big bigint, amount numeric(12,2), ratio numeric(15,7),
+    wide numeric(38,10), double double precision, label varchar(40), note text, code char(3),
+    mood {schema}.mood_binary_copy, flag boolean, seen timestamp, seen_us timestamp(6), seen_tz timestamptz,
+    day date, clock time, person uuid
+"""
+SOURCE_ROWS = """
+INSERT INTO {schema}.source
+SELECT mod(g, 32767) - 16000, g * 7919 - 2000000000, g::bigint * 92233720368 - 9223372036854775807 / 2,
+       round((g * 13.37 - 50000)::numeric, 2), round((g / 7.0)::numeric, 7),
+       (g::numeric * 1234567890123.4567890123), (g - 1500) * 10.0 ^ (mod(g, 600) - 300),
+       (ARRAY['plain', E'tab\\there', E'new\\nline', E'back\\\\slash', 'ünï ✓ 𝄞', '', '\\N'])[mod(g, 7) + 1],
+       repeat('x', mod(g, 300)), (ARRAY['ab', 'abc', 'a'])[mod(g, 3) + 1],
+       (ARRAY['sad', 'ok', 'happy'])[mod(g, 3) + 1]::{schema}.mood_binary_copy, mod(g, 2) = 0,
+       timestamp '1950-01-01' + g * interval '12345 seconds 678901 microseconds',
+       timestamp '1999-12-31 23:59:59' + g * interval '1 microsecond',
+       timestamptz '2024-03-31 01:30:00+01' + g * interval '1 hour',
+       date '1960-01-01' + g * 13, time '00:00:00' + g * interval '37 seconds 123 microseconds',
+       md5(g::text)::uuid
+FROM generate_series(1, 3000) AS g
+"""
+
+
+def _null_every_column(conn: sa.Connection, schema: str, names: list[str]) -> None:
+    for offset, name in enumerate(names):
+        conn.exec_driver_sql(
+            f'UPDATE "{schema}".source SET "{name}" = NULL WHERE small = {offset + 1} - 16000'
+        )
+    conn.exec_driver_sql(f"UPDATE \"{schema}\".source SET double = 'NaN' WHERE small = 50 - 16000")
+
+
+def _read(engine, source, names, aids, *, binary: bool) -> pd.DataFrame:
+    statement = sa.select(*(source.table.c[n] for n in names))
+    kinds = [source.column(n).kind for n in names]
+    as_text = [n in aids for n in names]
+    with engine.connect() as conn:
+        chunks = list(postgres.copy_out(conn, statement, names, kinds, as_text=as_text, binary=binary))
+    return pd.DataFrame(
+        {n: pd.concat([c[i] for c in chunks], ignore_index=True) for i, n in enumerate(names)}
+    )
+
+
+def test_binary_copy_reads_the_same_columns_as_text_copy(pg_schema):
+    engine, schema = pg_schema
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE TABLE "{schema}".source ({SOURCE_COLUMNS.format(schema=schema)})')
+        conn.exec_driver_sql(SOURCE_ROWS.format(schema=f'"{schema}"'))
+    source = reflect_table(engine, schema, "source")
+    names = [c.name for c in source.columns]
+    with engine.begin() as conn:
+        _null_every_column(conn, schema, names)
+    statement = sa.select(*(source.table.c[n] for n in names))
+    kinds = [source.column(n).kind for n in names]
+    as_text = [n == "person" for n in names]
+    assert binary_plan(list(statement.selected_columns), kinds, as_text) is not None
+    by_binary = _read(engine, source, names, {"person"}, binary=True)
+    pd.testing.assert_frame_equal(by_binary, _read(engine, source, names, {"person"}, binary=False))
+    assert by_binary["label"].isna().sum() == 1 and by_binary["double"].isna().sum() == 2
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "kind"),
+    [
+        (postgresql.REAL(), ValueKind.REAL),  # its text is the shortest float4 decimal, not its value
+        (sa.NUMERIC(400, 2), ValueKind.REAL),  # beyond a double: the server's cast would fail
+        (sa.NUMERIC(), ValueKind.REAL),  # unbounded, likewise
+        (postgresql.TIME(timezone=True), ValueKind.TIME),
+        (postgresql.MONEY(), ValueKind.REAL),
+    ],
+)
+def test_sources_without_an_exact_binary_reading_are_read_as_text(sql_type, kind):
+    assert binary_plan([sa.Column("c", sql_type)], [kind], [False]) is None

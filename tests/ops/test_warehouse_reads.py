@@ -77,7 +77,8 @@ def test_abandoning_a_postgresql_copy_midway_cancels_it_cleanly(numbers, monkeyp
         pytest.skip("the COPY fast path is PostgreSQL's")
     from syndiffix_ops.warehouse import postgres
 
-    monkeypatch.setattr(postgres, "_READ_CHUNK_BYTES", 512)  # many COPY chunks from a small table
+    # many COPY chunks from a small table, each of more than 50 rows (about 16 bytes a row in binary)
+    monkeypatch.setattr(postgres, "_READ_CHUNK_BYTES", 1024)
     with engine.connect() as conn:
         chunks = iter_column_chunks(conn, source, ["n", "word"], chunk_rows=50)
         first = next(chunks)
