@@ -26,6 +26,7 @@ from interchange import read_table
 from metrics import (
     Binning,
     correlation_error,
+    correlation_pairs,
     ml_efficacy,
     out_of_range,
     sdmetrics_quality,
@@ -109,7 +110,8 @@ def score(table: Table, synthetic: pd.DataFrame, binning: Binning, with_sdmetric
     kinds = {name: kind for name, kind in table.kinds.items() if name != table.spec.aid}
     source = table.train
     scores = tvd_scores(source, synthetic, binning)
-    scores["corr_error"] = correlation_error(source, synthetic, kinds)
+    scores["corr_pairs"] = correlation_pairs(source, synthetic, kinds)
+    scores["corr_error"] = correlation_error(scores["corr_pairs"])
     if with_sdmetrics:
         scores.update(sdmetrics_quality(source, synthetic, kinds))
     if table.spec.target is not None:
@@ -157,7 +159,8 @@ def evaluate_table(table: Table, args: argparse.Namespace) -> dict:
         for timing in run_ours(args.ours_python, table_dir, runs, Path(scratch)):
             synthetic = read_table(Path(scratch) / f"{timing['salt']}.csv", kinds)
             scores = score(table, synthetic, binning, not args.no_sdmetrics)
-            result["runs"]["ours"].append({"cpu_seconds": timing["cpu_seconds"], **scores})
+            run = {"cpu_seconds": timing["cpu_seconds"], "clusters": timing.get("clusters"), **scores}
+            result["runs"]["ours"].append(run)
     for index, salt in enumerate(runs):
         try:
             found = reference_output(table_dir, salt, args.cache, run_missing=not args.ours_only)

@@ -3,7 +3,8 @@
 - 1-dim / 2-dim TVD: total variation distance of each column's (each pair's) distribution over bins fixed
   on the source: 10 quantile bins for numbers and timestamps, the 20 most frequent values (+ "other")
   for strings and booleans, nulls in a bin of their own. Mean over columns (pairs).
-- correlation error: mean |Spearman(source) - Spearman(synthetic)| over pairs of numeric/timestamp columns.
+- correlation error: mean |Spearman(source) - Spearman(synthetic)| over pairs of numeric/timestamp columns
+  (every pair's two coefficients are kept, `correlation_pairs`).
 - SDMetrics QualityReport: Column Shapes, Column Pair Trends (all pairs) and their mean (overall).
 - ML efficacy: a gradient-boosted model trained on the synthetic rows, tested on the real hold-out rows
   that no synthesizer saw (ROC AUC for a classification target, R^2 for a numeric one).
@@ -81,35 +82,44 @@ def tvd_scores(source: pd.DataFrame, synthetic: pd.DataFrame, binning: Binning) 
     src = {name: binning.codes(source, name) for name in names}
     syn = {name: binning.codes(synthetic, name) for name in names}
     one = [_tvd(src[n], syn[n], binning.size(n)) for n in names]
-    worst_pairs = []
-    two = []
+    two = {}
     for a, b in combinations(names, 2):
         width = binning.size(b)
-        two.append(_tvd(src[a] * width + src[b], syn[a] * width + syn[b], binning.size(a) * width))
-        worst_pairs.append((two[-1], f"{a}+{b}"))
+        two[f"{a}+{b}"] = _tvd(src[a] * width + src[b], syn[a] * width + syn[b], binning.size(a) * width)
     return {
         "tvd_1dim": float(np.mean(one)),
-        "tvd_2dim": float(np.mean(two)) if two else 0.0,
+        "tvd_2dim": float(np.mean(list(two.values()))) if two else 0.0,
         "tvd_1dim_columns": dict(zip(names, map(float, one), strict=True)),
-        "tvd_2dim_worst_pairs": {pair: float(tvd) for tvd, pair in sorted(worst_pairs, reverse=True)[:5]},
+        "tvd_2dim_pairs": two,
     }
 
 
-def correlation_error(source: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict[str, str]) -> float | None:
+def correlation_pairs(
+    source: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict[str, str]
+) -> dict[str, list[float]]:
+    """Per pair of numeric/timestamp columns ("a+b"): [Spearman(source), Spearman(synthetic)]; the
+    synthetic one is NaN where a column came out constant."""
     names = [name for name, kind in kinds.items() if kind in ORDERED_KINDS]
-    if len(names) < 2:
-        return None
 
-    def spearman(frame: pd.DataFrame) -> pd.DataFrame:
+    def spearman(frame: pd.DataFrame) -> np.ndarray:
         numbers = pd.DataFrame({name: _ordered_values(frame[name], kinds[name]) for name in names})
-        return numbers.corr(method="spearman", min_periods=30)
+        return numbers.corr(method="spearman", min_periods=30).to_numpy()
 
-    diff = (spearman(source) - spearman(synthetic)).abs().to_numpy()
-    upper = diff[np.triu_indices(len(names), k=1)]
-    # a constant synthetic column has no correlation: count it as the full loss of the source's
-    src_upper = spearman(source).abs().to_numpy()[np.triu_indices(len(names), k=1)]
-    upper = np.where(np.isnan(upper), src_upper, upper)
-    return float(np.nanmean(upper))
+    src, syn = spearman(source), spearman(synthetic)
+    return {
+        f"{names[i]}+{names[j]}": [float(src[i, j]), float(syn[i, j])]
+        for i, j in zip(*np.triu_indices(len(names), k=1), strict=True)
+    }
+
+
+def correlation_error(pairs: dict[str, list[float]]) -> float | None:
+    """Mean |Spearman(source) - Spearman(synthetic)| over the pairs of `correlation_pairs`; a constant
+    synthetic column has no correlation: it counts as the full loss of the source's."""
+    if not pairs:
+        return None
+    src, syn = np.array(list(pairs.values()), dtype=float).T
+    diff = np.where(np.isnan(syn), np.abs(src), np.abs(src - syn))
+    return float(np.nanmean(diff))
 
 
 def out_of_range(source: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict[str, str]) -> dict[str, int]:

@@ -84,6 +84,12 @@ def print_table(result: dict) -> None:
         worst = _worst_columns(runs[method])
         if worst:
             print(f"{'':22s}largest 1-dim TVD, {method}: {worst}")
+    plans = {run.get("clusters") for run in runs["ours"]} - {None}
+    for plan in sorted(plans):
+        print(f"{'':22s}ours clusters: {plan}")
+    worst_pairs = _worst_correlations(runs)
+    if worst_pairs:
+        print(f"{'':22s}largest correlation errors, ours (1.0.8): {worst_pairs}")
     print("numeric columns: mean | p90 | p99 | share above source p90, as source / ours / 1.0.8 / resample")
     for column, facts in source["tails"].items():
         means = [tail_means(runs[method], column) for method in METHODS]
@@ -102,6 +108,28 @@ def _worst_columns(runs: list[dict], count: int = 3) -> str:
     means = {name: float(np.mean([run["tvd_1dim_columns"][name] for run in runs])) for name in columns}
     worst = sorted(means.items(), key=lambda item: -item[1])[:count]
     return ", ".join(f"{name} {tvd:.3f}" for name, tvd in worst)
+
+
+def _pair_errors(runs: list[dict]) -> dict[str, float]:
+    """|Spearman(source) - Spearman(synthetic)| per pair, mean over salts (a constant synthetic column
+    loses the source's whole correlation, as in the correlation error)."""
+    if not runs or not runs[0].get("corr_pairs"):
+        return {}
+    errors = {}
+    for pair in runs[0]["corr_pairs"]:
+        values = [run["corr_pairs"][pair] for run in runs]
+        diffs = [abs(src) if syn is None or syn != syn else abs(src - syn) for src, syn in values]
+        errors[pair] = float(np.mean(diffs))
+    return errors
+
+
+def _worst_correlations(runs: dict[str, list[dict]], count: int = 4) -> str:
+    ours, reference = _pair_errors(runs["ours"]), _pair_errors(runs[REFERENCE])
+    worst = sorted(ours.items(), key=lambda item: -item[1])[:count]
+    return ", ".join(
+        f"{pair} {error:.3f}" + (f" ({reference[pair]:.3f})" if pair in reference else "")
+        for pair, error in worst
+    )
 
 
 def _not_worse(result: dict, key: str, lower_is_better: bool) -> str:
