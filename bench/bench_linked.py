@@ -125,11 +125,11 @@ LAHMAN_KEYS = {
     "aid": {"people": ["playerID"]},
     "options": {
         ("batting", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["AB"]},
-        ("batting", "yearID"): {"context": ["W", "R"], "aggregates": ["HR"]},
+        ("batting", "yearID"): {"context": ["yearID", "W"], "aggregates": ["HR"]},
         ("pitching", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["L"]},
-        ("pitching", "yearID"): {"context": ["W", "L"], "aggregates": ["W"]},
+        ("pitching", "yearID"): {"context": ["yearID", "W"], "aggregates": ["W"]},
         ("salaries", "playerID"): {"context": ["birthYear", "weight"], "aggregates": ["salary"]},
-        ("salaries", "yearID"): {"context": ["W", "R"], "aggregates": ["salary"]},
+        ("salaries", "yearID"): {"context": ["yearID", "W"], "aggregates": ["salary"]},
     },
 }
 
@@ -301,7 +301,26 @@ def measure(engine: sa.Engine, source: dict, synthetic: dict, keys: dict) -> dic
                 else f'SELECT count(*), count(DISTINCT {cols}) FROM synthetic."{table}"'
             ).one()
             unique[table] = rows == distinct
-    return {"links": links, "primary_keys_unique": unique}
+    return {
+        "links": links,
+        "primary_keys_unique": unique,
+        "data_key_ranges": data_key_ranges(source, synthetic, keys),
+    }
+
+
+def data_key_ranges(source: dict, synthetic: dict, keys: dict) -> dict:
+    """(min, max) source and synthetic of the numeric columns of composite keys (Lahman's yearID in
+    teams and in every table referencing teams): data, not identifiers, so they keep their domain."""
+    composite = [(t, c) for t, columns in keys["primary"].items() if len(columns) > 1 for c in columns]
+    composite += [(child, c) for child, columns, _, _ in keys["foreign"] if len(columns) > 1 for c in columns]
+    ranges = {}
+    for table, column in dict.fromkeys(composite):
+        if pd.api.types.is_numeric_dtype(source[table][column]):
+            ranges[f"{table}.{column}"] = {
+                side: [int(frame[table][column].min()), int(frame[table][column].max())]
+                for side, frame in (("source", source), ("synthetic", synthetic))
+            }
+    return ranges
 
 
 # -------------------------------------------------------------------------------------------- scale
@@ -449,6 +468,14 @@ def show(result: dict) -> None:
         "  primary keys unique: "
         + ", ".join(f"{t} {'yes' if ok else 'NO'}" for t, ok in result["primary_keys_unique"].items())
     )
+    if result.get("data_key_ranges"):
+        print(
+            "  composite key data ranges (source -> synthetic): "
+            + ", ".join(
+                f"{name} {r['source'][0]}-{r['source'][1]} -> {r['synthetic'][0]}-{r['synthetic'][1]}"
+                for name, r in result["data_key_ranges"].items()
+            )
+        )
     for link in result["links"]:
         print(
             f"  {link['link']}: valid non-null FKs {link['valid_fk_share']:.2%}; null share {link['null_share']['source']:.3f} -> "

@@ -51,6 +51,7 @@ class _Member:
     aids: list[str]
     output: PlannedOutput  # the written columns (attributes and keys), in source order
     keys: TableKeys
+    identifiers: set[str]  # key columns that hold identifiers, left out of the quality figures
     frame: pd.DataFrame | None = None
     risk: RunRisk | None = None
 
@@ -169,7 +170,7 @@ def _member(
     run_checks.check_drift(target_engine, config.target_schema, source, [output], effective, label)
     if effective.max_rows is not None:
         check_row_limit(source_engine, source, table.where, effective.max_rows)
-    return _Member(name, effective, source, aids, output, keys)
+    return _Member(name, effective, source, aids, output, keys, linked_set.identifier_columns(name))
 
 
 def _with_key_kinds(source: SourceTable, key_columns: list[str]) -> SourceTable:
@@ -293,7 +294,7 @@ def _write(
     links = link_metrics(linked_set, sources, synthetic, {m.name: m.aids for m in members})
     per_table: dict[str, dict[str, Any]] = {}
     for member in members:
-        attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
+        attributes = [c for c in member.output.columns if c not in member.identifiers]
         metrics = (
             quality_metrics(
                 member.frame[attributes], synthetic[member.name][attributes], member.effective.quality
@@ -405,14 +406,6 @@ def _gate(linked_set: LinkedSet, members: list[_Member], per_table: dict[str, di
             )
 
 
-def _key_columns(keys: TableKeys) -> set[str]:
-    return {
-        *keys.primary_key,
-        *(c for u in keys.unique for c in u),
-        *(c for fk in keys.foreign_keys for c in fk.columns),
-    }
-
-
 def _lineage_record(
     config,
     linked_set,
@@ -474,7 +467,7 @@ def _reports(config, members, synthetic, per_table, report_dir, run_id) -> dict[
 
     paths = {}
     for member in members:
-        attributes = [c for c in member.output.columns if c not in _key_columns(member.keys)]
+        attributes = [c for c in member.output.columns if c not in member.identifiers]
         paths[member.name] = html_report(
             Path(report_dir),
             run_result.qualified_name(config.target_schema, member.output.target),

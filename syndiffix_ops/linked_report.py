@@ -57,12 +57,7 @@ def link_metrics(
 
 
 def _keys(linked_set: LinkedSet, table: str) -> set[str]:
-    keys = linked_set.keys[table]
-    return {
-        *keys.primary_key,
-        *(c for u in keys.unique for c in u),
-        *(c for fk in keys.foreign_keys for c in fk.columns),
-    }
+    return linked_set.identifier_columns(table)  # data columns of composite keys keep real values
 
 
 def foreign_key_figures(

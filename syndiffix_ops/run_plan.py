@@ -67,6 +67,22 @@ class LinkedSet:
     def name(self) -> str:
         return self.tables[0]
 
+    def identifier_columns(self, table: str) -> set[str]:
+        """The columns of `table` that hold identifiers, not data: single-column primary and unique
+        keys (fresh surrogates) and foreign keys referencing one (their parent's surrogates). The other
+        columns of composite keys (a year, a team code) are synthesized data, as in the core's
+        LinkedTable.key_columns."""
+        keys = self.keys[table]
+        single = {k[0] for k in (keys.primary_key, *keys.unique) if len(k) == 1}
+        references = {
+            column
+            for fk in keys.foreign_keys
+            if len(fk.parent_columns) == 1
+            and fk.parent_columns in (self.keys[fk.parent].primary_key, *self.keys[fk.parent].unique)
+            for column in fk.columns
+        }
+        return single | references
+
     def describe(self) -> dict[str, object]:
         """What lineage records about the set: its tables and keys (names only, never values)."""
         return {

@@ -260,3 +260,53 @@ def test_a_not_null_key_gets_no_nulls_and_drops_its_orphans():
     kept = synthesize_linked(_link(parents, orphaned), salt=SALT)["orders"]
     assert out.customer_id.notna().all()
     assert len(out) < 0.9 * len(kept)
+
+
+def test_composite_keys_of_data_columns_keep_synthesized_values_unique_and_joined():
+    """Lahman's shape: teams keyed by (year, team), batting by (player, year, stint) with player ->
+    people and (year, team) -> teams. Years, team codes and stints are data: synthesized, within the
+    source's domain, each key unique; the identifiers (player) are fresh; every batting row's
+    (year, team) is a synthetic team."""
+    rng = np.random.default_rng(21)
+    codes = [f"T{i:02d}" for i in range(30)]
+    teams = pd.DataFrame(
+        {
+            "year": np.repeat(np.arange(1960, 2020), 24),
+            "team": np.concatenate([rng.choice(codes, 24, replace=False) for _ in range(60)]),
+        }
+    )
+    teams["wins"] = rng.integers(50, 110, len(teams))
+    people = pd.DataFrame({"player": np.arange(3000) + 10_000, "height": rng.normal(185, 7, 3000)})
+    seasons = rng.integers(1, 8, 3000)
+    player = np.repeat(people.player, seasons)
+    team_rows = rng.integers(0, len(teams), len(player))
+    batting = pd.DataFrame(
+        {"player": player, "year": teams.year.to_numpy()[team_rows], "team": teams.team.to_numpy()[team_rows]}
+    )
+    batting["stint"] = batting.groupby(["player", "year"]).cumcount() + 1
+    batting["hits"] = rng.poisson(60, len(batting))
+    tables = {
+        "people": LinkedTable("people", people, primary_key=("player",)),
+        "teams": LinkedTable("teams", teams, primary_key=("year", "team")),
+        "batting": LinkedTable(
+            "batting",
+            batting,
+            primary_key=("player", "year", "stint"),
+            foreign_keys=(
+                ForeignKey(("player",), "people", ("player",)),
+                ForeignKey(("year", "team"), "teams", ("year", "team"), context=("year",)),
+            ),
+        ),
+    }
+    out = synthesize_linked(tables, salt=SALT)
+    synthetic_teams, synthetic_batting = out["teams"], out["batting"]
+    assert synthetic_teams.year.between(1960, 2019).all() and synthetic_teams.team.isin(codes).all()
+    assert not synthetic_teams.duplicated(["year", "team"]).any()
+    assert len(synthetic_teams) > 0.9 * len(teams)  # repeated combinations take other codes, few are dropped
+    per_year = synthetic_teams.groupby("year").size()
+    assert per_year.median() >= 18  # about the source's 24 teams a year, not one row per year
+    assert not set(synthetic_batting.player) & set(people.player)  # the identifier is fresh
+    assert synthetic_batting.player.isin(out["people"].player).all()
+    assert len(synthetic_batting.merge(synthetic_teams, on=["year", "team"])) == len(synthetic_batting)
+    assert not synthetic_batting.duplicated(["player", "year", "stint"]).any()
+    assert synthetic_batting.stint.between(1, batting.stint.max()).all()

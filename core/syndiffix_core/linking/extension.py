@@ -57,7 +57,7 @@ def links_of(tables: Mapping[str, LinkedTable]) -> list[Link]:
     for name, table in tables.items():
         for fk in table.foreign_keys:
             parent = tables[fk.parent]
-            context = fk.context if fk.context is not None else _default_context(parent)
+            context = fk.context if fk.context is not None else _default_context(parent, fk)
             aggregates = fk.aggregates if fk.aggregates is not None else _default_aggregates(table)
             entity = any(fk is link for link in entity_keys[name])
             links.append(Link(len(links), name, fk, tuple(context), tuple(aggregates), entity))
@@ -70,8 +70,12 @@ def attribute_columns(table: LinkedTable) -> list[str]:
     return [c for c in table.frame.columns if c not in reserved]
 
 
-def _default_context(parent: LinkedTable) -> list[str]:
-    return attribute_columns(parent)[:DEFAULT_CONTEXT_COLUMNS]
+def _default_context(parent: LinkedTable, fk: ForeignKey) -> list[str]:
+    """The referenced data columns of a composite key (a team's year: the child's own year, so children
+    are matched to parents of their year), else the parent's first attribute column."""
+    attributes = attribute_columns(parent)
+    referenced = [c for c in fk.parent_columns if c in attributes]
+    return (referenced or attributes)[:DEFAULT_CONTEXT_COLUMNS]
 
 
 def _default_aggregates(child: LinkedTable) -> list[str]:

@@ -56,7 +56,9 @@ class ForeignKey:
 @dataclass(frozen=True)
 class LinkedTable:
     """One table of a linked set. `aid_columns` are its own protected-entity columns (read, never
-    written); `primary_key` and `unique` columns are replaced by fresh surrogate values."""
+    written). A key of one column is an identifier: it gets fresh surrogate values. The other columns
+    of a key of several columns (a year, a team code, a line number) are data: synthesized like any
+    column, the key's uniqueness enforced on the synthetic rows (see `composite_keys`)."""
 
     name: str
     frame: pd.DataFrame
@@ -68,11 +70,17 @@ class LinkedTable:
 
     @property
     def key_columns(self) -> tuple[str, ...]:
-        """Columns that get surrogate values instead of being synthesized."""
-        seen = dict.fromkeys(self.primary_key)
-        for columns in self.unique:
-            seen.update(dict.fromkeys(columns))
-        return tuple(seen)
+        """Columns that get surrogate values instead of being synthesized: single-column keys."""
+        keys = [self.primary_key, *self.unique]
+        return tuple(dict.fromkeys(k[0] for k in keys if len(k) == 1))
+
+    @property
+    def composite_keys(self) -> tuple[tuple[str, ...], ...]:
+        """Keys of several columns that no surrogate column makes unique: their synthetic combinations
+        are made unique by dropping repeated rows."""
+        surrogate = set(self.key_columns)
+        keys = [tuple(self.primary_key), *map(tuple, self.unique)]
+        return tuple(k for k in dict.fromkeys(keys) if len(k) > 1 and not surrogate & set(k))
 
     @property
     def foreign_key_columns(self) -> tuple[str, ...]:

@@ -3,9 +3,11 @@
 1. Orphans follow their foreign key's policy; referenced keys must be unique in the source.
 2. Every table is synthesized once, extended with its link columns (extension.py) and protected by its
    own entity plus the entities of the parents that own it.
-3. Primary and unique keys get fresh surrogate values (surrogates.py).
+3. Single-column primary and unique keys get fresh surrogate values (surrogates.py); the other
+   columns of composite keys were synthesized as data in step 2.
 4. Parents first, each synthetic child is given a synthetic parent by capacity-limited matching on
-   the context columns (assignment.py); its foreign key columns take that parent's surrogate key.
+   the context columns (assignment.py); its foreign key columns take that parent's key. Then repeated
+   combinations of a composite key are dropped, before the table's own children link to it.
 """
 
 from __future__ import annotations
@@ -62,10 +64,14 @@ def synthesize_linked(
         frame, aids = synthesis_frame(name, tables, links, entities[name])
         synthetic[name] = synthesize_table(name, frame, aids).reset_index(drop=True)
         _add_surrogate_keys(tables[name], synthetic[name], secret)
-    for name in order:
-        for link in (link for link in links if link.child == name):
+    for name in order:  # a table's keys are complete, and unique, before its children link to it
+        own = [link for link in links if link.child == name]
+        for link in sorted(own, key=lambda link: link.key.parent == name):  # self-references last
+            if link.key.parent == name:
+                synthetic[name] = _unique_keys(tables[name], synthetic[name])
             rng = secret.rng("link", name, str(link.number))
             _link_children(link, synthetic[name], synthetic[link.key.parent], rng)
+        synthetic[name] = _unique_keys(tables[name], synthetic[name])
     return {name: _output_frame(tables[name], synthetic[name]) for name in tables}
 
 
@@ -138,8 +144,48 @@ def _output_frame(table: LinkedTable, synthetic: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in table.frame.columns if c in written and c not in synthetic]
     if missing:
         raise LinkingError(f"table {table.name}: key columns {missing} were not produced")
-    frame = synthetic[columns]
-    if table.primary_key and set(table.primary_key) <= set(table.foreign_key_columns):
-        # a key made only of foreign keys (a link table) may repeat after matching: keep one of each
-        frame = frame.drop_duplicates(subset=list(table.primary_key), ignore_index=True)
-    return frame.reset_index(drop=True)
+    return synthetic[columns].reset_index(drop=True)
+
+
+def _unique_keys(table: LinkedTable, synthetic: pd.DataFrame) -> pd.DataFrame:
+    """The synthetic rows with each composite key unique. A repeated combination (two rows for team
+    BOS in 1990, two stints 1 of one player in one year) gets another value in the key's last column
+    that is not a foreign key: the most frequent synthetic value of that column still unused with the
+    same other key values (BOS -> another team code of 1990, stint 1 -> 2). Where none is left, or
+    every key column is a foreign key, the repeated row is dropped. Null parts never repeat."""
+    linked = set(table.foreign_key_columns)
+    for key in table.composite_keys:
+        free = next((c for c in reversed(key) if c not in linked), None)
+        synthetic = _with_free_values(synthetic, list(key), free) if free else synthetic
+        complete = synthetic[list(key)].notna().all(axis=1)
+        repeated = synthetic[list(key)].duplicated() & complete
+        if repeated.any():
+            synthetic = synthetic[~repeated].reset_index(drop=True)
+    return synthetic
+
+
+_FREE_VALUE_POOL = 64  # the most frequent synthetic values a repeated key may take instead
+
+
+def _with_free_values(synthetic: pd.DataFrame, key: list[str], free: str) -> pd.DataFrame:
+    complete = synthetic[key].notna().all(axis=1)
+    repeated = synthetic[key].duplicated() & complete
+    if not repeated.any():
+        return synthetic
+    prefix = [c for c in key if c != free]
+    pool = synthetic[free].value_counts().index[:_FREE_VALUE_POOL]
+    candidates = (
+        synthetic.loc[repeated, prefix]
+        .drop_duplicates()
+        .merge(pd.DataFrame({free: pool, "__rank": np.arange(len(pool))}), how="cross")
+    )
+    used = synthetic.loc[complete, key].drop_duplicates()
+    candidates = candidates.merge(used, on=key, how="left", indicator="__used")
+    candidates = candidates[candidates["__used"] == "left_only"].sort_values("__rank", kind="stable")
+    candidates["__n"] = candidates.groupby(prefix, sort=False).cumcount()
+    rows = synthetic.loc[repeated, prefix].assign(__row=np.flatnonzero(repeated.to_numpy()))
+    rows["__n"] = rows.groupby(prefix, sort=False).cumcount()
+    given = rows.merge(candidates[[*prefix, "__n", free]], on=[*prefix, "__n"], how="inner")
+    synthetic = synthetic.copy()
+    synthetic.iloc[given["__row"].to_numpy(), synthetic.columns.get_loc(free)] = given[free].to_numpy()
+    return synthetic
