@@ -219,3 +219,19 @@ def test_each_entity_contributes_at_most_the_allowed_sensitivity_and_distinct_tu
     assert 2 <= allowed < 40  # the 90th percentile of distinct values per entity, not the whales' 40
     assert counts.sum() == np.minimum(per_entity, allowed).sum()
     assert counts.sum() < len(distinct)
+
+
+def test_changed_parameters_on_unchanged_data_get_fresh_noise_and_another_fingerprint():
+    # Shared noise at two scales would solve for the true count: n + 50 L and n + 100 L give n = 2 a - b.
+    frame = pd.DataFrame(CODES[:5_000], columns=list("abcd")).astype(str)
+    first = synthesize_dp(frame, salt=b"k", table_identity="db.t", params=DpParams(epsilon=4))
+    repeated = synthesize_dp(frame.iloc[::-1], salt=b"k", table_identity="db.t", params=DpParams(epsilon=4))
+    halved = synthesize_dp(frame, salt=b"k", table_identity="db.t", params=DpParams(epsilon=2))
+    assert repeated.release_fingerprint == first.release_fingerprint  # a rerun repeats the release
+    assert halved.release_fingerprint != first.release_fingerprint
+    # the count noise at epsilon 2 is not the epsilon-4 draw scaled by 2
+    noise_4, noise_2 = first.protected_records - 5_000, halved.protected_records - 5_000
+    assert abs(noise_2 - 2 * noise_4) > 2
+    assert len(first.release_fingerprint) == 32 and first.metadata()["release_fingerprint"] == (
+        first.release_fingerprint
+    )

@@ -18,7 +18,7 @@ from .accounting import BudgetSplit, default_delta, epsilon_records, spent_epsil
 from .aggregation import DpAggregates, aggregate, canonical_row_order
 from .binning import AttributeEncoder, decode_columns, encode_columns
 from .evaluation import compare_counts, summarize
-from .noise import NoiseSource, content_digest
+from .noise import NoiseSource, content_digest, params_digest
 from .params import AccuracyMode, BinKind, ColumnBinning, DpError, DpParams, FabricationMode
 from .synthesis import MISSING, synthesize_records
 
@@ -48,6 +48,7 @@ class DpResult:
     sensitive_codes: np.ndarray  # the input's attribute codes, canonical order (internal: never export)
     target_records: int
     discarded_partial_records: int
+    release_fingerprint: str  # NoiseSource.fingerprint(): equal for a rerun that repeats this release
 
     @property
     def partial_records(self) -> int:
@@ -59,6 +60,7 @@ class DpResult:
             "engine": "dp_marginals",
             "epsilon_spent": self.epsilon_spent,
             "delta_spent": self.delta_spent,
+            "release_fingerprint": self.release_fingerprint,
             "budget_split": self.budget.as_dict(),
             "protected_records": self.protected_records,
             "synthetic_rows": len(self.frame),
@@ -109,8 +111,9 @@ def synthesize_dp(
     """An (epsilon, delta)-DP synthetic copy of df (every column except `aid_column`, in order and dtype).
 
     With `aid_column`, all rows of one entity are one record: the entity, not the row, is what the
-    guarantee protects. The noise depends only on `salt`, `table_identity` and the input's row multiset,
-    so the same input gives the same output whatever its row order, and changed data gets fresh noise.
+    guarantee protects. The noise depends only on `salt`, `table_identity`, `params` and the input's row
+    multiset, so the same input gives the same output whatever its row order, and changed data or
+    parameters get fresh noise.
     """
     params = params or DpParams()
     if aid_column is not None and aid_column not in df.columns:
@@ -122,7 +125,7 @@ def synthesize_dp(
     codes = codes[order]
     if entities is not None:
         entities = entities[order]
-    noise = NoiseSource(salt, table_identity, content_digest(df))
+    noise = NoiseSource(salt, table_identity, content_digest(df) + params_digest(params))
     n_records = len(np.unique(entities)) if entities is not None else len(codes)
     protected = max(0, round(n_records + noise.stream("record count").laplace(1.0 / epsilon_records(params))))
     delta = params.delta if params.delta is not None else default_delta(protected)
@@ -167,6 +170,7 @@ def synthesize_dp(
         sensitive_codes=codes,
         target_records=target,
         discarded_partial_records=discarded,
+        release_fingerprint=noise.fingerprint(),
     )
 
 

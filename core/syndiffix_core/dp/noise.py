@@ -1,6 +1,7 @@
 """Noise for DP marginals from a keyed cryptographic stream, never from a global RNG or a clock.
 
-Choice: the key is HMAC-SHA256(salt, domain label + table identity + digest of the input's content); each
+Choice: the key is HMAC-SHA256(salt, domain label + table identity + digest of the input's content and of
+the parameters); each
 use ("record count", "percentile k=2", "gaussian k=3 subset (0, 4)", ...) gets its own sub-key
 HMAC-SHA256(key, label), and its random bits are the SHAKE-256 extendable output of that sub-key and a call counter. SHAKE-256 is a
 cryptographic XOF (one C call per request, hundreds of MB/s), so without the salt the noise is
@@ -22,8 +23,10 @@ Floating-point caveats, honestly:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
+import json
 
 import numpy as np
 import pandas as pd
@@ -85,9 +88,23 @@ class NoiseSource:
         message = _DOMAIN + table_identity.encode("utf-8") + b"\x00" + content
         self._key = hmac.new(salt, message, hashlib.sha256).digest()
 
+    def fingerprint(self) -> str:
+        """An opaque id of this noise key, for lineage: two releases with the same fingerprint drew the same
+        noise from the same data and parameters (the second one repeats the first and spends nothing new).
+        A keyed PRF of the key under a fixed label: it tells nothing about the key, the salt or the data."""
+        return hmac.new(self._key, b"release fingerprint", hashlib.sha256).hexdigest()[:32]
+
     def stream(self, *label: object) -> NoiseStream:
         text = "\x1f".join(str(part) for part in label).encode("utf-8")
         return NoiseStream(hmac.new(self._key, text, hashlib.sha256).digest())
+
+
+def params_digest(params: object) -> bytes:
+    """SHA-256 of a parameters dataclass's values: part of the noise key, so a release with changed
+    parameters on unchanged data draws fresh noise. With shared noise, two releases at different scales
+    (epsilon 4 and 2: n + 50 L and n + 100 L with the same Laplace draw L) would give n exactly."""
+    canonical = json.dumps(dataclasses.asdict(params), sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).digest()
 
 
 def content_digest(df: pd.DataFrame) -> bytes:
