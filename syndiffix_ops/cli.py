@@ -405,6 +405,9 @@ def print_summary(outcomes: Sequence[TableOutcome], *, dry_run: bool = False) ->
                         f"[yellow]needs attention[/yellow] {escape(result.target_table)}: {escape(flagged)}",
                         highlight=False,
                     )
+                budget = (result.metrics or {}).get("dp_budget") or {}
+                if budget.get("total_epsilon") is not None:
+                    console.print(_dp_line(result.target_table, budget), highlight=False)
     for outcome in outcomes:
         if outcome.error:
             error_console.print(f"[red]error:[/red] {escape(outcome.error)}", highlight=False, soft_wrap=True)
@@ -448,6 +451,17 @@ def _flagged(metrics: dict[str, Any]) -> str:
     if flags["pairs"]:
         parts.append("pairs " + ", ".join("+".join(flag["columns"]) for flag in flags["pairs"]))
     return "; ".join(part for part in parts if part)
+
+
+def _dp_line(target_table: str, budget: dict[str, Any]) -> str:
+    """The DP budget spent on the people behind a DP output, over all their recorded releases."""
+    spent = (
+        f"epsilon {budget['total_epsilon']:.3g}, delta {budget['total_delta']:.3g} spent on "
+        f"{budget['source_table']} ({budget['protected_unit']}) over {budget['total_releases']} release(s)"
+    )
+    if budget.get("over_budget"):
+        return f"[red]over DP budget[/red] {escape(target_table)}: {escape(spent)}; {escape(budget['over_budget'])}"
+    return f"DP budget {escape(target_table)}: {escape(spent)} (basic composition, an upper bound)"
 
 
 def _qualified(schema: str | None, name: str) -> str:

@@ -202,6 +202,24 @@ class QualityConfig(_Strict):
         )
 
 
+class DpBudgetConfig(_Strict):
+    """The top-level `dp:` block: the budget of each protected identity over all its DP releases
+    (docs/dp-marginals.md, syndiffix_ops.dp_budget)."""
+
+    budget_epsilon: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="warn when an identity's total epsilon exceeds it",
+    )
+    budget_delta: float | None = Field(
+        default=None, gt=0, lt=1, description="warn when an identity's total delta exceeds it"
+    )
+    refuse_over_budget: bool = Field(
+        default=False, description="a release that would exceed the budget is not written and the run fails"
+    )
+
+
 class RiskConfig(_Strict):
     """The top-level `risk:` block: KHLL sketch parameters and report thresholds (docs/risk.md)."""
 
@@ -528,6 +546,7 @@ class PipelineConfig(_Strict):
         description="copy: recreate the keys and NOT NULL on linked target tables",
     )
     quality: QualityConfig = Field(default_factory=QualityConfig)
+    dp: DpBudgetConfig = Field(default_factory=DpBudgetConfig)
     tables: list[TableConfig] = Field(min_length=1)
     config_path: Path | None = Field(default=None, exclude=True, description="set by load_config")
 

@@ -61,6 +61,12 @@ def lineage_table(schema: str | None, metadata: sa.MetaData | None = None) -> sa
         sa.Column("error_class", sa.String(128)),
         sa.Column("error_stage", sa.String(64)),
         sa.Column("error_message", sa.Text),
+        # DP releases (syndiffix_ops.dp_budget): the keyed id of the protected people (source table and
+        # unit), the release's keyed fingerprint, and the epsilon and delta it spent; null otherwise
+        sa.Column("dp_identity", sa.String(64)),
+        sa.Column("dp_release", sa.String(64)),
+        sa.Column("dp_epsilon", sa.Float(precision=53)),
+        sa.Column("dp_delta", sa.Float(precision=53)),
         schema=schema,
     )
 
@@ -107,6 +113,10 @@ class LineageRecord:
     error_class: str | None = None
     error_stage: str | None = None
     error_message: str | None = None
+    dp_identity: str | None = None
+    dp_release: str | None = None
+    dp_epsilon: float | None = None
+    dp_delta: float | None = None
     lineage_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def row(self) -> dict[str, Any]:

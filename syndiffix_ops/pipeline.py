@@ -10,14 +10,17 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import sqlalchemy as sa
 
 from syndiffix_ops.config import EffectiveTable, PipelineConfig, TableConfig, WriteMode
 from syndiffix_ops.connections import open_engines
+from syndiffix_ops.dp_budget import DpRelease, plan_release
 from syndiffix_ops.engines import get_engine
 from syndiffix_ops.lineage import (
     LineageRecord,
@@ -40,7 +43,7 @@ from syndiffix_ops.run_checks import (
     resolve_columns,
     run_salt,
 )
-from syndiffix_ops.run_errors import PipelineError, QualityGateError, RefusedConfigError
+from syndiffix_ops.run_errors import DpBudgetError, PipelineError, QualityGateError, RefusedConfigError
 from syndiffix_ops.run_result import (
     AirflowIds,
     PlannedOutput,
@@ -323,6 +326,17 @@ def _synthesize_output(
     )
     synthetic = derived.complete(synthetic)
     timings["synthesize"] = time.perf_counter() - clock
+    dp_release = _dp_release(
+        config,
+        target,
+        salt,
+        SourceIdentity.from_url(source_url, source.qualified_name),
+        aids,
+        result.metadata,
+        stage,
+    )
+    if dp_release is not None and dp_release.over_budget and config.dp.refuse_over_budget:
+        raise DpBudgetError(dp_release.refusal(label))
 
     stage.name = "quality"
     clock = time.perf_counter()
@@ -338,7 +352,10 @@ def _synthesize_output(
     if metrics is not None and "epsilon_spent" in result.metadata:
         from syndiffix_ops.report import dp_budget
 
-        metrics["dp_budget"] = dp_budget(result.metadata, identity, effective.engine_params)
+        metrics["dp_budget"] = {
+            **dp_budget(result.metadata, identity, effective.engine_params),
+            **(dp_release.report_fields() if dp_release is not None else {}),
+        }
     timings["quality"] = time.perf_counter() - clock
 
     risk_metrics, risk_sections = None, []
@@ -414,6 +431,7 @@ def _synthesize_output(
             quality_metrics=metrics,
             engine_metadata=result.metadata,
             risk_metrics=risk_metrics,
+            **(dp_release.lineage_fields() if dp_release is not None else {}),
         )
         insert_lineage(conn, config.target_schema, record)
         records.append(record)
@@ -455,4 +473,28 @@ def _synthesize_output(
         timings=timings,
         report_path=report_path,
         risk=risk_metrics,
+    )
+
+
+def _dp_release(
+    config: PipelineConfig,
+    target: sa.Engine,
+    salt: bytes,
+    source: SourceIdentity,
+    aids: list[str],
+    metadata: Mapping[str, Any],
+    stage: _Stage,
+) -> DpRelease | None:
+    """A DP engine's release with its identity's total from the target's lineage (None for other engines)."""
+    if "epsilon_spent" not in metadata:
+        return None
+    stage.name = "dp_budget"
+    return plan_release(
+        target,
+        config.target_schema,
+        salt=salt,
+        source=source,
+        aid_columns=aids,
+        metadata=metadata,
+        budget=config.dp,
     )

@@ -876,10 +876,10 @@ def _significant(value: float | None) -> str:
 
 def _dp_budget_section(budget: Mapping[str, Any]) -> ReportSection:
     rows = [
-        ("identity (table and column set)", html.escape(str(budget["identity"]))),
+        ("noise identity (table and column set)", html.escape(str(budget["identity"]))),
         ("release", html.escape(str(budget.get("release") or "(none)"))),
-        ("&epsilon; spent", _significant(budget.get("epsilon_spent"))),
-        ("&delta; spent", _significant(budget.get("delta_spent"))),
+        ("&epsilon; spent by this release", _significant(budget.get("epsilon_spent"))),
+        ("&delta; spent by this release", _significant(budget.get("delta_spent"))),
         (
             "&epsilon; for the record count / for the marginals",
             f"{_significant(budget.get('epsilon_records'))} / "
@@ -891,13 +891,42 @@ def _dp_budget_section(budget: Mapping[str, Any]) -> ReportSection:
     table = "".join(f"<tr><th>{label}</th><td>{value}</td></tr>" for label, value in rows)
     return ReportSection(
         "Differential privacy budget",
-        f"<table>{table}</table><p class='note'>This output is (&epsilon;, &delta;)-differentially private for "
-        "the entities of its AID column (or its rows). The noise is seeded from the salt, the identity, the "
-        "release and the data: a rerun on unchanged data with the same release repeats the same output and "
-        "spends nothing new; changed data or a new release spends this budget again for the same people, "
-        "and the budgets of releases add up (basic composition). Sum the &epsilon; of the identity's "
-        "releases in the lineage table to know the total spent on it.</p>",
+        f"{dp_total_html(budget)}<table>{table}</table><p class='note'>This output is (&epsilon;, &delta;)-"
+        "differentially private for the entities of its AID column (or its rows). The noise is seeded from "
+        "the salt, the identity, the parameters, the release and the data: a rerun on unchanged data with "
+        "the same parameters and release repeats the same output and spends nothing new; changed data, "
+        "parameters or release spend this budget again for the same people.</p>",
     )
+
+
+def dp_total_html(budget: Mapping[str, Any]) -> str:
+    """The total spent on the protected people over every recorded release, with the budget warning."""
+    if budget.get("total_epsilon") is None:
+        return "<p>The lineage holds no total for this release.</p>"
+    limits = [
+        f"&epsilon; {budget['budget_epsilon']:g}" if budget.get("budget_epsilon") is not None else "",
+        f"&delta; {budget['budget_delta']:g}" if budget.get("budget_delta") is not None else "",
+    ]
+    limit_text = " and ".join(filter(None, limits)) or "none set (<code>dp: {budget_epsilon: ...}</code>)"
+    total = (
+        f"<p class='headline'>Spent on {html.escape(str(budget['source_table']))} "
+        f"({html.escape(str(budget['protected_unit']))}) over {budget['total_releases']} release(s): "
+        f"<strong>&epsilon; {_significant(budget['total_epsilon'])}</strong>, "
+        f"&delta; {_significant(budget['total_delta'])} <span class='note'>(budget: {limit_text})</span></p>"
+        "<p class='note'>Basic composition: the sum over the distinct releases of the same source table and "
+        "protected unit recorded in the target's lineage (another <code>where</code>, column set or target "
+        "protects the same people and counts too; a rerun that repeated a release counts once). It is an "
+        "upper bound on the privacy loss of these people. Releases into another target database, or under "
+        f"another salt, are not in this lineage. Identity id {html.escape(str(budget['identity_id']))}.</p>"
+    )
+    if budget.get("over_budget"):
+        total += (
+            f"<div class='attention'><h3>Over the DP budget</h3><p>{html.escape(budget['over_budget'])}: "
+            "these people have been exposed beyond the configured budget. Stop releasing this table, or "
+            "raise the budget knowingly; <code>dp: {refuse_over_budget: true}</code> refuses such releases."
+            "</p></div>"
+        )
+    return total
 
 
 def _dp_marginals_section(evaluation: Mapping[str, Any]) -> ReportSection:

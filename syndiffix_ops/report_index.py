@@ -90,6 +90,9 @@ def write_report_index(directory: str | Path, payloads: Sequence[Payload] | None
     sections = [ReportSection("How to read this", f'<p class="note">{SCALE_NOTE}</p>')]
     if by_table:
         sections.append(_overview_section(by_table))
+    budgets = _dp_budgets(payloads)
+    if budgets:
+        sections.append(_dp_budget_section(budgets))
     for source in sorted(by_source):
         tables = sorted(by_source[source])
         if len(tables) > 1:
@@ -134,6 +137,50 @@ def _overview_section(by_table: Mapping[str, Sequence[Payload]]) -> ReportSectio
         "Tables (latest run)",
         "<table><tr><th>table</th><th>fidelity (0&ndash;100)</th><th>sample of the source</th>"
         f"<th>needs attention</th><th>risk</th></tr>{''.join(rows)}</table>",
+    )
+
+
+def _dp_budgets(payloads: Sequence[Payload]) -> dict[str, tuple[Payload, list[str]]]:
+    """Per protected identity: the newest successful run's DP budget record (its totals cover every
+    release recorded before it) and the outputs that released about it."""
+    budgets: dict[str, tuple[Payload, list[str]]] = {}
+    for payload in payloads:  # oldest first: the newest run of an identity wins
+        budget = (payload.get("metrics") or {}).get("dp_budget") or {}
+        if payload.get("status", "success") != "success" or budget.get("total_epsilon") is None:
+            continue
+        outputs = budgets.get(budget["identity_id"], (None, []))[1]
+        table = str(payload.get("table"))
+        budgets[budget["identity_id"]] = (budget, outputs + ([table] if table not in outputs else []))
+    return budgets
+
+
+def _dp_budget_section(budgets: Mapping[str, tuple[Payload, list[str]]]) -> ReportSection:
+    rows = []
+    for budget, outputs in budgets.values():
+        limits = ", ".join(
+            f"{name} {budget[key]:g}"
+            for name, key in (("&epsilon;", "budget_epsilon"), ("&delta;", "budget_delta"))
+            if budget.get(key) is not None
+        )
+        over = budget.get("over_budget")
+        status = f"<strong class='over'>over budget: {html.escape(over)}</strong>" if over else "within"
+        rows.append(
+            f"<tr{' class=risk-identifying' if over else ''}><td>{html.escape(str(budget['source_table']))}</td>"
+            f"<td>{html.escape(str(budget['protected_unit']))}</td><td>{html.escape(', '.join(outputs))}</td>"
+            f"<td>{budget['total_releases']}</td><td class='score'>{budget['total_epsilon']:.3g}</td>"
+            f"<td>{budget['total_delta']:.3g}</td><td>{limits or 'none set'}</td>"
+            f"<td>{status if limits else '–'}</td></tr>"
+        )
+    return ReportSection(
+        "Differential privacy budget spent, per protected source table",
+        "<p class='note'>Per source table and protected unit (the entities of its AID column, or its rows): "
+        "the &epsilon; and &delta; of every distinct DP release recorded in the lineage, summed (basic "
+        "composition, an upper bound on the privacy loss), as of each identity's newest release. Another "
+        "<code>where</code>, column set or output of the same table protects the same people and counts "
+        "too. Budget: the config's <code>dp:</code> block.</p>"
+        "<table><tr><th>source table</th><th>protected unit</th><th>outputs</th><th>releases</th>"
+        "<th>&epsilon; spent</th><th>&delta; spent</th><th>budget</th><th>status</th></tr>"
+        f"{''.join(rows)}</table>",
     )
 
 

@@ -27,5 +27,9 @@ class QualityGateError(PipelineError):
     """The synthetic copy fails the config's quality gate (quality.fail_below_score / fail_on_attention)."""
 
 
+class DpBudgetError(PipelineError):
+    """A DP release would bring its identity's total over the config's dp budget (dp.refuse_over_budget)."""
+
+
 class SchemaDriftError(PipelineError):
     """The source schema changed since the last successful run and on_schema_change is fail."""

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from syndiffix_ops.config import QualityConfig, RiskConfig, parse_config
+from syndiffix_ops.config import DpBudgetConfig, QualityConfig, RiskConfig, parse_config
 from syndiffix_ops.engines import SyndiffixParams, get_engine, resolved_params
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -42,3 +42,8 @@ def test_the_documented_table_defaults_are_the_effective_defaults():
 def test_the_documented_quality_and_risk_blocks_are_the_config_defaults():
     assert _yaml_block_after("report.md", "## Scores", "quality") == QualityConfig().model_dump(mode="json")
     assert _yaml_block_after("risk.md", "## Configuration", "risk") == RiskConfig().model_dump(mode="json")
+
+
+def test_the_documented_dp_budget_block_is_the_config_default():
+    documented = _yaml_block_after("dp-marginals.md", "## The budget across releases", "dp")
+    assert documented == DpBudgetConfig().model_dump(mode="json")
