@@ -236,12 +236,13 @@ def _tails(column: _BinnedColumn) -> list[dict[str, Any]]:
         return []
     source = column.original_values[~np.isnan(column.original_values)]
     synthetic = column.synthetic_values[~np.isnan(column.synthetic_values)]
-    if source.size == 0 or synthetic.size == 0:
+    finite = source[np.isfinite(source)]  # an infinite value is beyond every edge, never an edge itself
+    if finite.size == 0 or synthetic.size == 0:
         return []
-    step = _rounding_step(source, column.kind)
+    step = _rounding_step(finite, column.kind)
     tails = []
     for side, quantile in (("low", 0.01), ("low", 0.05), ("high", 0.95), ("high", 0.99)):
-        edge = float(np.round(np.quantile(source, quantile) / step) * step)
+        edge = float(np.round(np.quantile(finite, quantile) / step) * step)
         sign = -1.0 if side == "low" else 1.0  # beyond the edge: sign * (value - edge) > 0
         source_rows = int((sign * (source - edge) > 0).sum())
         if source_rows < _MIN_TAIL_ROWS:
@@ -453,8 +454,12 @@ def _quantile_bins(
     heavy = distinct[(counts >= present.size / bins) & (counts >= rare_threshold)]
     rest = present[~np.isin(present, heavy)]
     if rest.size >= (rare_threshold if heavy.size else 1):  # a few rows beside point bins: "other (rare)"
-        quantiles = np.quantile(rest, np.linspace(0.0, 1.0, max(bins - heavy.size, 2) + 1)[1:-1])
-        step = _rounding_step(rest, kind)
+        # edges come from the finite values; -inf and inf (a float column or an engine may hold them)
+        # fall into the open outer bins, unless one of them is frequent enough for a point bin
+        finite = rest[np.isfinite(rest)]
+        fractions = np.linspace(0.0, 1.0, max(bins - heavy.size, 2) + 1)[1:-1]
+        quantiles = np.quantile(finite, fractions) if finite.size else np.empty(0)
+        step = _rounding_step(finite, kind)
         edges = np.unique(np.round(quantiles / step) * step)
         edges = _merge_rare_bins(edges, rest, rare_threshold)
         value_labels = _interval_labels(edges, kind, step)
@@ -523,6 +528,9 @@ def _compact(labels: list[str], original: np.ndarray, synthetic: np.ndarray):
 
 def _rounding_step(values: np.ndarray, kind: str) -> float:
     """About 1 % of the interdecile spread, as a round unit, so edges say little about single rows."""
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 1.0
     low, high = np.quantile(values, [0.1, 0.9])
     spread = float(high - low) or abs(float(np.median(values))) or 1.0
     raw = spread / 100.0
@@ -602,7 +610,8 @@ def _pairwise_pearson(columns: Sequence[np.ndarray], min_rows: int) -> np.ndarra
     if not columns:
         return np.empty((0, 0))
     values = np.column_stack(columns)
-    present = ~np.isnan(values)
+    present = np.isfinite(values)  # infinite values have no correlation: left out like nulls
+    values = np.where(present, values, np.nan)
     weights = present.astype(np.float64)
     counts = present.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -322,3 +322,26 @@ def test_the_values_beside_point_bins_are_other_values_or_rare():
     column = compute_quality(zone, zone.copy())["columns"]["tz"]
     assert column["bins"] == ["= -8", "= -6", "= -5", "other values"]  # 20 rows, too few to cut in two
     assert column["original_share"] == [0.13, 0.25, 0.6, 0.02]
+
+
+def test_infinite_values_on_either_side_fall_into_outer_or_point_bins_and_out_of_correlations():
+    # a float column may hold -inf/inf (PostgreSQL double precision does), and so may another engine's output
+    rng = np.random.default_rng(11)
+    source = pd.DataFrame({"x": rng.normal(size=2_000), "y": rng.normal(size=2_000)})
+    source["y"] += source["x"]
+    source.loc[:299, "x"] = np.inf  # 15 %: a point bin of its own
+    source.loc[300:304, "x"] = -np.inf  # 5 rows: never shown alone, inside the lowest open bin
+    synthetic = source.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    synthetic.loc[:99, "y"] = -np.inf  # 5 % of the rows: about 0.5 % were in the lowest decile already
+
+    metrics = compute_quality(source, synthetic)
+    json.dumps(metrics, allow_nan=False)  # strict JSON for the lineage column
+    x, y = metrics["columns"]["x"], metrics["columns"]["y"]
+    assert x["bins"][0] == "= inf" and x["original_share"][0] == 0.15 and x["tvd"] == 0.0
+    assert x["bins"][1].startswith("< ") and "-inf" not in " ".join(x["bins"])
+    assert y["bins"][0].startswith("< ") and y["synthetic_share"][0] == pytest.approx(
+        0.1 * 0.95 + 0.05, abs=0.01
+    )
+    # the relation of x and y over their finite rows survives in the correlation, not a NaN
+    assert metrics["correlation"]["original"][0][1] == pytest.approx(0.7, abs=0.05)
+    assert metrics["corr_abs_diff_max"] is not None and metrics["corr_abs_diff_max"] < 0.05
