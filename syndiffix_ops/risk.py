@@ -14,7 +14,8 @@ memory; feeding one sketch chunk after chunk gives the same sketch as merging pe
 ``syndiffix_core.risk.khll``), and sketches of shards can be merged.
 
 What is stored (lineage) or shown (HTML) goes through ``coarse``: counts rounded to two significant
-digits but never finer than tens (a 37-row table shows 40 ids), and shares to 0.001, so neither an exact
+digits but never finer than tens (a 37-row table shows 40 ids), and shares to 0.001 or, for few values
+or ids, on a coarser step that fits every denominator the coarse count stands for, so neither an exact
 source row count nor a rare value's exact count leaves the warehouse, however small the table. ``syndiffix-ops risk`` prints the unrounded estimates to whoever holds the source credentials.
 """
 
@@ -222,7 +223,10 @@ def _value_domain(series: pd.Series) -> str:
 
 def coarse(value: Any) -> Any:
     """What may leave the warehouse, recursively: counts (integers, and numbers above 1) to two
-    significant digits but never finer than tens, shares (fractions up to 1) to 0.001."""
+    significant digits but never finer than tens, shares (fractions up to 1) to 0.001, and the shares of
+    a uniqueness summary on the coarser step of their denominator (`share_step`)."""
+    if isinstance(value, Mapping) and {"distinct_values", "distinct_ids"} <= value.keys():
+        return _coarse_uniqueness(value)
     if isinstance(value, Mapping):
         return {key: coarse(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -248,6 +252,49 @@ def coarse_count(number: float) -> int:
     step = max(10, 10 ** (int(math.floor(math.log10(magnitude))) - 1))
     rounded = max(int(math.floor(magnitude / step + 0.5)) * step, step)
     return int(math.copysign(rounded, number))
+
+
+# Round steps of shares, finest first: a step is chosen no finer than 1 / (its denominator's lowest
+# possible value), so the shown share fits every denominator its coarse count stands for.
+_SHARE_STEPS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2)
+
+
+def share_step(denominator: float) -> float:
+    """The round step of a share of `denominator` things (values, ids), so that it cannot reveal the
+    exact denominator: 24 of 37 values at 0.001 is 0.649, which only 24/37 gives among denominators near
+    37; the coarse count shows 40 (35 to 44), and a step of 1/35 or more leaves, for every denominator
+    from 35 up, a numerator whose share rounds to the same figure. Tables of fewer than 15 values (coarse
+    count 10) are stepped for denominators of 5 and up (0.2)."""
+    count = coarse_count(denominator)
+    if count == 0:
+        return _SHARE_STEPS[-1]
+    lowest = max(5.0, count - max(10, 10 ** (int(math.floor(math.log10(count))) - 1)) / 2)
+    return next((step for step in _SHARE_STEPS if step >= 1.0 / lowest), _SHARE_STEPS[-1])
+
+
+def round_share(share: float | None, step: float) -> float | None:
+    if share is None or not math.isfinite(share):
+        return None
+    return round(round(share / step) * step, 3)
+
+
+def _coarse_uniqueness(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """A uniqueness summary with its shares of values and of ids on their denominators' steps."""
+    values_step = share_step(float(summary["distinct_values"]))
+    ids_step = share_step(float(summary["distinct_ids"]))
+    data = {key: coarse(item) for key, item in summary.items()}
+    if "reidentification_potential" in summary:
+        data["reidentification_potential"] = {
+            t: round_share(v, values_step) for t, v in summary["reidentification_potential"].items()
+        }
+    if "id_share" in summary:  # of (value, id) pairs: at least distinct_ids of them
+        data["id_share"] = {t: round_share(v, ids_step) for t, v in summary["id_share"].items()}
+    if "histogram" in summary:
+        data["histogram"] = [
+            {**coarse(dict(b)), "share_of_values": round_share(b["share_of_values"], values_step)}
+            for b in summary["histogram"]
+        ]
+    return data
 
 
 @dataclass(frozen=True)
@@ -440,7 +487,8 @@ def html_section(
     parts = [
         f"<p>Ids: {html.escape(ids)}. Estimates from KHLL sketches; counts rounded to 2 significant digits (at least"
         " to tens), "
-        "shares to 0.001. Column sets most at risk first. <em>identifying</em>: at least half of the ids "
+        "shares to 0.001, or coarser for a column set of few values or ids (to 0.2 below 15), so that no "
+        "share reveals an exact small count. Column sets most at risk first. <em>identifying</em>: at least half of the ids "
         "are alone in their class; <em>elevated</em>: at least 5 % of the ids are in classes of at most 5.</p>",
     ]
     if advices:
@@ -675,13 +723,15 @@ class RunRisk:
         )
         from syndiffix_ops.risk_meaning import reproduction_baselines
 
-        summaries = source.to_dict()["column_sets"]
+        # baselines from the coarse summaries, the chance share on their step: a baseline is itself a
+        # share of the source's values and must not reveal what the summary's rounding hides
+        summaries = coarse(source.to_dict())["column_sets"]
         columns_of = {set_name(summary.columns): summary.columns for summary in source.summaries}
-        baselines = {
-            name: reproduction_baselines(summaries[name], columns_of[name], self.domains)
-            for name in output.reproduction
-            if name in summaries
-        }
+        baselines = {}
+        for name in (name for name in output.reproduction if name in summaries):
+            baseline = reproduction_baselines(summaries[name], columns_of[name], self.domains)
+            step = share_step(summaries[name]["distinct_values"])
+            baselines[name] = {**baseline, "chance": round_share(baseline["chance"], step)}
         record = coarse(
             {"source": source.to_dict(), "output": {**output.to_dict(), "reproduction_baselines": baselines}}
         )

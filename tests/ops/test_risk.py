@@ -21,9 +21,12 @@ from syndiffix_ops.risk import (
     assess_config,
     assess_output,
     coarse,
+    coarse_count,
     column_sets,
     cross_table_joinability,
     frame_chunks,
+    round_share,
+    share_step,
     sketch_table,
     summarize_table,
 )
@@ -392,9 +395,11 @@ def check_run_records_risk(source_url: str, target_url: str, report_dir) -> None
     assert stored == json.loads(json.dumps(result.risk))
     assert set(stored["source"]["column_sets"]) == {"zip", "birth_year", "segment", "zip+birth_year"}
     expected = exact_potential(customers, ["zip", "birth_year"], "customer_id", 1)
+    combinations = customers.groupby(["zip", "birth_year"]).ngroups
+    # rounded on the step of its denominator's coarse count, so that the count cannot be read back
     assert stored["source"]["column_sets"]["zip+birth_year"]["reidentification_potential"][
         "1"
-    ] == pytest.approx(expected, abs=0.0005)
+    ] == pytest.approx(expected, abs=share_step(combinations) / 2 + 1e-9)
     # The engine copied rows 0, 2, 4, ...: the share of them whose (zip, birth_year) is unique in the source.
     ids_per_combo = customers.groupby(["zip", "birth_year"])["customer_id"].transform("nunique")
     copied_unique = float((ids_per_combo.iloc[::2] == 1).mean())
@@ -476,3 +481,36 @@ def test_report_from_mariadb(mariadb_url):
         with engine.begin() as conn:
             conn.exec_driver_sql("DROP TABLE IF EXISTS orders, customers")
         engine.dispose()
+
+
+def test_a_summarys_shares_cannot_reveal_a_small_denominator():
+    summary = {
+        "distinct_values": 37.0,
+        "distinct_ids": 37.0,
+        "distinct_values_exact": True,
+        "reidentification_potential": {"1": 24 / 37, "2": 1.0},
+        "id_share": {"1": 24 / 37},
+        "histogram": [{"ids": "1", "share_of_values": 24 / 37}, {"ids": "2", "share_of_values": 13 / 37}],
+        "level": "identifying",
+    }
+    shown = coarse(summary)
+    assert shown["distinct_values"] == 40 and shown["reidentification_potential"] == {"1": 0.65, "2": 1.0}
+    assert shown["id_share"] == {"1": 0.65} and [b["share_of_values"] for b in shown["histogram"]] == [
+        0.65,
+        0.35,
+    ]
+    assert share_step(5_000) == 0.001 and share_step(150) == 0.01 and share_step(3) == 0.2
+
+
+@pytest.mark.parametrize("denominator", [*range(1, 120), 123, 456, 999, 1_234])
+def test_every_shown_share_fits_every_denominator_its_coarse_count_stands_for(denominator):
+    # what the figures show (coarse count, rounded share) must not narrow the denominator further: every
+    # denominator of the same coarse count, from 5 up, can produce the same shown share
+    same_count = [b for b in range(5, 2 * denominator + 20) if coarse_count(b) == coarse_count(denominator)]
+    producible = {
+        other: {round_share(a / other, share_step(other)) for a in range(other + 1)} for other in same_count
+    }
+    step = share_step(denominator)
+    for numerator in range(denominator + 1):
+        shown = round_share(numerator / denominator, step)
+        assert all(shown in shares for shares in producible.values()), (numerator, shown)
