@@ -559,7 +559,8 @@ def _histogram_figure(summaries: Sequence[UniquenessSummary]):
     names = [set_name(summary.columns) for summary in summaries]
     shares = np.zeros((len(summaries), len(_ID_GROUPS)))
     for row, summary in enumerate(summaries):
-        by_label = {b.label: b.share_of_values for b in summary.histogram}
+        # the coarse shares: a bar drawn to the pixel would show what the table's rounding hides
+        by_label = {b["ids"]: b["share_of_values"] or 0.0 for b in coarse(summary.to_dict())["histogram"]}
         for column, (_, labels) in enumerate(_ID_GROUPS):
             shares[row, column] = sum(by_label.get(label, 0.0) for label in labels)
     height = 1.3 + 0.28 * len(names)

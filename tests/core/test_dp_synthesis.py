@@ -180,3 +180,15 @@ def test_sparse_wide_aggregates_fill_up_with_partial_records_never_with_absent_c
     assert result.partial_records > 0  # completing them would need combinations the aggregates lack
     assert result.frame.isna().to_numpy().sum() == (result.records == MISSING).sum()
     assert_every_combination_is_reported(result)
+
+
+def test_the_default_delta_comes_from_the_noisy_record_count_never_the_true_one():
+    # delta is published in lineage: 1/(n ln n) on the true n would publish n itself
+    from syndiffix_core.dp.accounting import default_delta
+
+    frame = categorical_frame(3_000, seed=5)
+    result = synthesize_dp(frame, salt=b"s", table_identity="t", params=DpParams(epsilon=1.0))
+    assert result.protected_records != len(frame)  # Laplace noise of scale 200 on the count
+    assert result.delta_spent == default_delta(result.protected_records)
+    assert result.delta_spent != default_delta(len(frame))
+    assert result.metadata()["delta_spent"] == result.delta_spent

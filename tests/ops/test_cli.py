@@ -282,3 +282,35 @@ def test_an_airflow_only_config_fails_once_before_any_table(tmp_path):
     assert result.exit_code == EXIT_USAGE
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "source_conn_id" in errors[0], result.stderr
+
+
+def test_run_prints_the_dp_budget_spent_and_warns_over_it(tmp_path, source_db, monkeypatch):
+    monkeypatch.setenv("SYNDIFFIX_SALT", "cli-test-salt")
+    config = _write_config(
+        tmp_path,
+        source_db,
+        """\
+        - source: orders
+          target: orders_dp
+          engine: dp_marginals
+          aid_columns: [customer]
+          columns: [city]
+          engine_params: {epsilon: 1.0, reporting_length: 1, evaluate: false}
+        - source: orders
+          target: older_dp
+          where: age >= 40
+          engine: dp_marginals
+          aid_columns: [customer]
+          columns: [city]
+          engine_params: {epsilon: 1.0, reporting_length: 1, evaluate: false}
+        """,
+    )
+    config.write_text(config.read_text(encoding="utf-8") + "dp: {budget_epsilon: 1.5}\n", encoding="utf-8")
+    result = _invoke("run", str(config))
+    assert result.exit_code == EXIT_OK, result.output
+    lines = " ".join(result.stdout.split())  # rich wraps long lines
+    assert "DP budget orders_dp: epsilon 1, delta" in lines
+    assert "over DP budget older_dp: epsilon 2, delta" in lines
+    assert (
+        "spent on orders (entities of customer) over 2 release(s); epsilon 2 > dp.budget_epsilon 1.5" in lines
+    )
