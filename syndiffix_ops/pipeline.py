@@ -335,8 +335,11 @@ def _synthesize_output(
         result.metadata,
         stage,
     )
-    if dp_release is not None and dp_release.over_budget and config.dp.refuse_over_budget:
-        raise DpBudgetError(dp_release.refusal(label))
+    if dp_release is not None and dp_release.over_budget:
+        if config.dp.refuse_over_budget:
+            raise DpBudgetError(dp_release.refusal(label))
+        # the task log of an Airflow run shows it too, not only the report
+        log.warning("%s: over the DP budget: %s", label, dp_release.over_budget)
 
     stage.name = "quality"
     clock = time.perf_counter()

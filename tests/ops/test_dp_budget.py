@@ -149,7 +149,7 @@ def test_basic_composition_counts_each_distinct_release_once():
     )
 
 
-def test_a_release_over_the_budget_is_flagged_and_refused_when_asked(warehouse_db, tmp_path):
+def test_a_release_over_the_budget_is_flagged_and_refused_when_asked(warehouse_db, tmp_path, caplog):
     engine, schema = warehouse_db
     _make_source(engine, schema)
     tables = [
@@ -172,6 +172,7 @@ def test_a_release_over_the_budget_is_flagged_and_refused_when_asked(warehouse_d
     [over] = run_table(warn, "older", salt=SALT, report_dir=tmp_path / "r")
     assert over.metrics["dp_budget"]["over_budget"] == "epsilon 2 > dp.budget_epsilon 1.5"
     assert "Over the DP budget" in over.report_path.read_text(encoding="utf-8")
+    assert "table older: over the DP budget: epsilon 2 > dp.budget_epsilon 1.5" in caplog.text  # task logs
 
     refuse = _config(
         engine,
