@@ -251,17 +251,23 @@ def encode_rows(fields: Sequence[Field]) -> memoryview:
         sizes += 4 + np.maximum(field.lengths, 0)
     starts = np.cumsum(sizes) - sizes
     out = np.empty(int(sizes.sum()), dtype=np.uint8)
-    out[starts] = len(fields) >> 8
-    out[starts + 1] = len(fields) & 0xFF
+    _at_every_byte(out, 2)[starts] = np.array(len(fields), dtype=">i2").view("V2")
     at = starts + 2
     for field in fields:
-        out[at[:, None] + np.arange(4)] = field.lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
+        _at_every_byte(out, 4)[at] = field.lengths.astype(">i4").view("V4")
         present = field.lengths >= 0
-        if field.data.ndim == 2:
-            out[(at[present] + 4)[:, None] + np.arange(field.data.shape[1])] = field.data
+        if field.data.ndim == 2 and field.data.shape[1]:
+            width = field.data.shape[1]
+            _at_every_byte(out, width)[at[present] + 4] = field.data.view(f"V{width}").ravel()
         elif len(field.data):
             lengths = field.lengths[present].astype(np.int64)
             sources = np.cumsum(lengths) - lengths
             out[np.repeat(at[present] + 4 - sources, lengths) + np.arange(len(field.data))] = field.data
         at += 4 + np.maximum(field.lengths, 0)
     return out.data
+
+
+def _at_every_byte(out: np.ndarray, width: int) -> np.ndarray:
+    """A view of `out` whose element i is the `width` bytes starting at byte i: writing element
+    positions copies whole values, rather than indexing every byte."""
+    return np.ndarray((max(len(out) - width + 1, 0),), f"V{width}", out, 0, (1,))
