@@ -118,10 +118,12 @@ def _integer_encoder(width: int | None, series: pd.Series) -> Encoder | None:
     """Integers in their column's width; a value beyond it goes through text, whose error names it."""
     if width is None or (isinstance(series.dtype, np.dtype) and series.dtype.kind not in "iu"):
         return None  # floats: the text path refuses 2.0 for an integer column, and so must this one
-    try:
-        values = series.astype("Int64")
-    except (TypeError, ValueError, OverflowError):
-        return None
+    values = series
+    if not isinstance(series.dtype, np.dtype):  # a numpy column is checked as it is, without a copy
+        try:
+            values = series.astype("Int64")
+        except (TypeError, ValueError, OverflowError):
+            return None
     limit = 2 ** (8 * width - 1)
     if values.notna().any() and not (-limit <= values.min() and values.max() < limit):
         return None

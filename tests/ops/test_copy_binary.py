@@ -134,6 +134,7 @@ def test_binary_copy_stores_the_same_values_as_text_copy(pg_schema):
         (sa.REAL(), ValueKind.REAL, [0.1]),  # float4 rounding of the text, not of the float
         (sa.SmallInteger(), ValueKind.INTEGER, [40000]),  # out of range: the text path's error names it
         (sa.Integer(), ValueKind.INTEGER, [2.0]),  # a float: refused by the text path
+        (sa.BigInteger(), ValueKind.INTEGER, np.array([2**64 - 1], dtype=np.uint64)),  # beyond bigint
         (sa.String(10), ValueKind.STRING, [1]),
         (sa.DateTime(timezone=True), ValueKind.TIMESTAMP_TZ, pd.to_datetime(["2020-01-01"])),  # naive
     ],
