@@ -8,7 +8,9 @@ integers, strings, booleans, timestamps); with an AID the rows get a `customer` 
 entities (uniform, fixed seed) used as the AID column. Each run is its own child process: CPU seconds are
 the child's user + system time including its worker processes, peak RSS the child's own (os.wait4).
 The growth exponent a (time ~ rows^a) is printed per column count and AID setting from the smallest and
-largest row counts measured.
+largest row counts measured. A run whose RSS passes --max-rss-gib (default 6.5) stops itself and the
+larger row counts of that column count and AID setting are skipped; the load average is printed before
+and after (CPU seconds are the fairer figure on a loaded machine).
 """
 
 from __future__ import annotations
@@ -25,7 +27,25 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def child(rows: int, columns: int, aid: bool, workers: int | None) -> None:
+def _watch_memory(limit_gib: float) -> None:
+    """Ends this process (exit status 3) once its resident set exceeds `limit_gib`: a run that would
+    not fit must not take the machine's memory from everything else on it."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            with open("/proc/self/status") as status:
+                rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+            if rss_kib > limit_gib * 2**20:
+                print(f"peak RSS above {limit_gib} GiB: stopped", file=sys.stderr, flush=True)
+                os._exit(3)
+            time.sleep(0.05)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def child(rows: int, columns: int, aid: bool, workers: int | None, limit_gib: float) -> None:
+    _watch_memory(limit_gib)
     sys.path.insert(0, str(HERE / "compare_reference"))
     import numpy as np
     from compare import generated_table
@@ -41,14 +61,17 @@ def child(rows: int, columns: int, aid: bool, workers: int | None) -> None:
     print(json.dumps({"output_rows": len(result)}))
 
 
-def run(rows: int, columns: int, aid: bool, workers: int | None) -> dict:
+def run(rows: int, columns: int, aid: bool, workers: int | None, limit_gib: float) -> dict | None:
     command = [sys.executable, __file__, "--child", str(rows), str(columns), str(int(aid))]
+    command += ["--max-rss-gib", str(limit_gib)]
     if workers is not None:
         command += ["--workers", str(workers)]
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     output = process.stdout.read()
     _, status, usage = os.wait4(process.pid, 0)
+    if os.waitstatus_to_exitcode(status) == 3:
+        return None
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{rows} x {columns} (AID {aid}) failed")
     return {
@@ -66,11 +89,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--columns", type=int, nargs="+", default=[5, 10, 20])
     parser.add_argument("--workers", type=int, help="worker processes (default: the CPUs available)")
+    parser.add_argument(
+        "--max-rss-gib", type=float, default=6.5, help="stop a run whose RSS exceeds this (default 6.5)"
+    )
     parser.add_argument("--child", nargs=3, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(*args.child[:2], bool(args.child[2]), args.workers)
+        child(*args.child[:2], bool(args.child[2]), args.workers, args.max_rss_gib)
         return
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     print(
         f"{'rows':>9} {'cols':>4} {'AID':>4} {'wall s':>8} {'CPU s':>8} {'peak MiB':>9} {'B/cell':>7}",
         flush=True,
@@ -79,7 +106,10 @@ def main() -> None:
     for columns in args.columns:
         for aid in (False, True):
             for rows in sorted(args.rows):
-                figures = run(rows, columns, aid, args.workers)
+                figures = run(rows, columns, aid, args.workers, args.max_rss_gib)
+                if figures is None:
+                    print(f"{rows:>9} {columns:>4} {'yes' if aid else 'no':>4}  stopped above {args.max_rss_gib} GiB")
+                    break
                 cells = rows * (columns + aid)
                 print(
                     f"{rows:>9} {columns:>4} {'yes' if aid else 'no':>4} {figures['wall_s']:>8.1f} "
@@ -87,6 +117,7 @@ def main() -> None:
                     flush=True,
                 )
                 measured.setdefault((columns, aid), []).append((rows, figures["cpu_s"]))
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     for (columns, aid), points in measured.items():
         if len(points) > 1:
             (r0, t0), (r1, t1) = points[0], points[-1]
