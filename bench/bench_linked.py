@@ -127,7 +127,7 @@ LAHMAN_KEYS = {
         ("batting", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["AB"]},
         ("batting", "yearID"): {"context": ["yearID", "W"], "aggregates": ["HR"]},
         ("pitching", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["L"]},
-        ("pitching", "yearID"): {"context": ["yearID", "W"], "aggregates": ["W"]},
+        ("pitching", "yearID"): {"context": ["yearID", "W"], "aggregates": ["W", "L"]},
         ("salaries", "playerID"): {"context": ["birthYear", "weight"], "aggregates": ["salary"]},
         ("salaries", "yearID"): {"context": ["yearID", "W"], "aggregates": ["salary"]},
     },

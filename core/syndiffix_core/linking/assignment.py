@@ -1,10 +1,13 @@
 """Capacity-limited matching of synthetic children to synthetic parents.
 
-Each synthetic parent offers as many places as its synthetic child count (scaled so the places add up
-to the synthetic children that have a parent). Children and parents are put in the same order: by the
-context columns, coarsened into shared buckets, then by the first aggregate column (the child's value,
-the parent's synthetic mean). The k-th child in that order takes the k-th place. Sorting does it all:
-no per-row loop, O(n log n) for n children.
+Places per parent: for an entity link, the parent's synthetic child count (scaled so the places add up
+to the synthetic children that have a parent); for a dimension link, the anonymized children-per-key
+histogram, laid onto the parents that the children's contexts and the parents' counts point at.
+Children and parents are put in the same order: by the context columns, coarsened into shared buckets,
+then by the first aggregate column (the child's value, the parent's synthetic mean). The k-th child in
+that order takes the k-th place. Sorting does it all: no per-row loop, O(n log n) for n children.
+For a dimension link, swaps between parents then bring every parent's realized means of the aggregate
+columns to its synthetic means (`match_means`), O(parents) per pass.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from .key_histogram import KeyHistogram
+
 CONTEXT_BUCKETS = 8  # entity links: the parents' counts decide, coarse buckets only order them
 CHILD_SIDE_BUCKETS = 32  # other links: the children's context distribution decides (cells in all)
 BLEND_STEPS = 6
+LEVEL_MARGIN = 2.0  # the children's context profile wins only when clearly stronger (context_levels)
+MEAN_PASSES = 64  # swap passes of match_means; each offers every parent one swap
 
 
 def capacities(counts: np.ndarray, children: int) -> np.ndarray:
@@ -52,6 +59,30 @@ def bucket_capacities(counts: np.ndarray, parent_bucket: np.ndarray, child_bucke
     return _integer_places(exact, len(child_bucket))
 
 
+def histogram_places(
+    histogram: KeyHistogram, by_bucket: np.ndarray, with_children: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Places per parent of a dimension link. The parents with the most `by_bucket` places (ties in
+    random order) take the histogram's counts, largest first; the children of suppressed key values
+    are shared equally by the next parents, as many as make up `with_children` (at least one). Only
+    parents with `by_bucket` places take any: a parent whose context no synthetic child has gets no
+    children. The counts are scaled to the synthetic children."""
+    children = int(by_bucket.sum())
+    exact = np.zeros(len(by_bucket))
+    if children == 0:
+        return exact.astype(np.int64)
+    eligible = np.flatnonzero(by_bucket > 0)
+    ranked = eligible[np.argsort(-(by_bucket[eligible] + rng.random(len(eligible)) * 0.5), kind="stable")]
+    kept = histogram.counts[: len(ranked)].astype(float)
+    exact[ranked[: len(kept)]] = kept
+    if histogram.pooled > 0 and len(kept) < len(ranked):
+        sharing = ranked[len(kept) : len(kept) + max(with_children - len(kept), 1)]
+        exact[sharing] = histogram.pooled / len(sharing)
+    if exact.sum() <= 0:
+        exact = by_bucket.astype(float)
+    return _integer_places(exact * (children / exact.sum()), children)
+
+
 def capped_places(wanted: np.ndarray, limit: np.ndarray) -> np.ndarray:
     """`wanted` places cut at `limit` per parent; the places cut off go to the parents still below their
     limit, in proportion to their headroom (the total stays that of `limit`)."""
@@ -80,53 +111,57 @@ def _integer_places(exact: np.ndarray, children: int) -> np.ndarray:
 def assign(
     child_context: Sequence[pd.Series],
     parent_context: Sequence[pd.Series],
-    child_value: np.ndarray | None,
-    parent_mean: np.ndarray | None,
+    child_values: np.ndarray | None,
+    parent_means: np.ndarray | None,
     counts: np.ndarray,
     rng: np.random.Generator,
     *,
-    by_context: bool = True,
+    histogram: KeyHistogram | None = None,
 ) -> np.ndarray:
     """The parent row (index into the parent arrays) of each child.
 
-    Places per parent: when the parent is the child's entity (`by_context` false), its synthetic child
-    count alone decides, so a parent never gets more children than its anonymized count allows (scaled
-    to the synthetic children); otherwise `bucket_capacities` also follows the children's anonymized
-    distribution over parent contexts (flights per airport context, protected per plane). Within a context bucket, children are ordered by
-    their value of the first aggregate column blended with noise, parents by their synthetic mean of it.
-    A pure sort would spread the parents' realized means more than the synthetic means do; pure noise
-    would flatten them. The blend is chosen so that the realized means spread as much as the synthetic
-    parents' means (bisection on the blend weight)."""
-    children = len(child_value) if child_value is not None else len(child_context[0]) if child_context else 0
+    `child_values` (children x aggregates) and `parent_means` (parents x aggregates): the aggregate
+    columns of the children and the parents' synthetic means of them. `histogram`: given for a
+    dimension link (the parent is not the child's entity), None for an entity link.
+
+    Places per parent: for an entity link, the parent's synthetic child count alone decides, so a
+    parent never gets more children than its anonymized count allows (scaled to the synthetic
+    children); for a dimension link, the histogram's counts go to the parents in the order of
+    `bucket_capacities` (the children's anonymized distribution over parent contexts, shared by the
+    parents' synthetic counts). Within a context bucket, children are ordered by their value of the
+    first aggregate column blended with noise, parents by their synthetic mean of it: the blend is
+    chosen so that the realized means spread as much as the synthetic parents' means (bisection on the
+    blend weight). For a dimension link, `match_means` then realizes every parent's synthetic means."""
+    children = (
+        len(child_values) if child_values is not None else len(child_context[0]) if child_context else 0
+    )
     if children == 0:
         return np.zeros(0, dtype=np.int64)
+    dimension = histogram is not None
     # child-side buckets: about CHILD_SIDE_BUCKETS cells in all, or sparse cells would pile a bucket's
     # children onto its few parents
     buckets = (
         max(2, round(CHILD_SIDE_BUCKETS ** (1 / max(len(child_context), 1))))
-        if by_context
+        if dimension
         else CONTEXT_BUCKETS
     )
-    child_bucket = np.zeros(children, dtype=np.int64)
-    parent_bucket = np.zeros(len(counts), dtype=np.int64)
-    for child_values, parent_values in zip(child_context, parent_context, strict=True):
-        child_codes, parent_codes = _shared_buckets(child_values, parent_values, buckets)
-        radix = int(max(child_codes.max(initial=0), parent_codes.max(initial=0))) + 1
-        # one code per combination of context buckets, in lexicographic order, kept dense
-        combined = np.concatenate([child_bucket * radix + child_codes, parent_bucket * radix + parent_codes])
-        dense = np.unique(combined, return_inverse=True)[1].ravel()
-        child_bucket, parent_bucket = dense[:children], dense[children:]
+    child_bucket, parent_bucket = _context_buckets(
+        child_context, parent_context, buckets, children, len(counts)
+    )
     places = capacities(counts, children)
     if len(child_context):
         by_bucket = bucket_capacities(counts, parent_bucket, child_bucket)
-        places = by_bucket if by_context else capped_places(by_bucket, places)
+        places = by_bucket if dimension else capped_places(by_bucket, places)
+    if dimension:
+        with_children = int((np.nan_to_num(np.asarray(counts, dtype=float)) >= 0.5).sum())
+        places = histogram_places(histogram, places, with_children, rng)
     noise = rng.standard_normal(children)
-    if child_value is None or parent_mean is None or np.isnan(parent_mean).all():
+    if child_values is None or parent_means is None or np.isnan(parent_means).all():
         return _fill(child_bucket, noise, np.argsort(parent_bucket, kind="stable"), places)
-    parent_order = np.lexsort((_nan_last(parent_mean), parent_bucket))
-    values = np.asarray(child_value, dtype=float)
+    parent_order = np.lexsort((_nan_last(parent_means[:, 0]), parent_bucket))
+    values = np.asarray(child_values[:, 0], dtype=float)
     standard = np.nan_to_num((values - np.nanmean(values)) / (np.nanstd(values) or 1.0), nan=0.0)
-    target = _spread(parent_mean, places)
+    target = _spread(parent_means[:, 0], places)
     low, high, best = 0.0, 1.0, None
     for _ in range(BLEND_STEPS):
         weight = (low + high) / 2
@@ -135,7 +170,124 @@ def assign(
             low = weight
         else:
             high = weight
-    return best
+    if not dimension:
+        return best
+    targets = context_levels(child_values, parent_means, child_bucket, parent_bucket, places)
+    return match_means(best, child_values, targets, rng)
+
+
+def context_levels(
+    child_values: np.ndarray,
+    parent_means: np.ndarray,
+    child_bucket: np.ndarray,
+    parent_bucket: np.ndarray,
+    places: np.ndarray,
+) -> np.ndarray:
+    """The parents' target means: their synthetic means, with the level of each context bucket taken
+    from whichever synthesis shows it more strongly, per aggregate column.
+
+    Both syntheses estimate how an aggregate column depends on the parent's context: the children's
+    (their values by context bucket) and the parent's (its synthetic means by bucket, weighted by
+    places). The engine loses weak dependencies rather than inventing them, and which table loses one
+    depends on how the columns were clustered: the flatter profile is the one that lost it. When the
+    children's profile varies clearly more across buckets (LEVEL_MARGIN times the variance), each
+    parent's mean keeps its deviation from its bucket's level and moves to the children's level."""
+    targets = parent_means.copy()
+    buckets = int(max(child_bucket.max(initial=-1), parent_bucket.max(initial=-1))) + 1
+    weights = places.astype(float)
+    for column in range(parent_means.shape[1]):
+        values, means = child_values[:, column], parent_means[:, column]
+        seen = ~np.isnan(values)
+        child_level = _bucket_mean(child_bucket[seen], values[seen], np.ones(seen.sum()), buckets)
+        known = ~np.isnan(means) & (weights > 0)
+        parent_level = _bucket_mean(parent_bucket[known], means[known], weights[known], buckets)
+        both = ~np.isnan(child_level) & ~np.isnan(parent_level)
+        share = np.bincount(parent_bucket[known], weights=weights[known], minlength=buckets)[both]
+        if share.sum() <= 0 or _weighted_var(child_level[both], share) <= LEVEL_MARGIN * _weighted_var(
+            parent_level[both], share
+        ):
+            continue
+        shift = np.where(both, child_level - parent_level, 0.0)
+        targets[:, column] = means + shift[parent_bucket]
+    return targets
+
+
+def _bucket_mean(bucket: np.ndarray, values: np.ndarray, weights: np.ndarray, buckets: int) -> np.ndarray:
+    total = np.bincount(bucket, weights=weights, minlength=buckets)
+    sums = np.bincount(bucket, weights=values * weights, minlength=buckets)
+    return np.where(total > 0, sums / np.where(total > 0, total, 1.0), np.nan)
+
+
+def _weighted_var(values: np.ndarray, weights: np.ndarray) -> float:
+    mean = np.average(values, weights=weights)
+    return float(np.average((values - mean) ** 2, weights=weights))
+
+
+def _context_buckets(
+    child_context: Sequence[pd.Series],
+    parent_context: Sequence[pd.Series],
+    buckets: int,
+    children: int,
+    parents: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One code per combination of context buckets, in lexicographic order, kept dense."""
+    child_bucket = np.zeros(children, dtype=np.int64)
+    parent_bucket = np.zeros(parents, dtype=np.int64)
+    for child_values, parent_values in zip(child_context, parent_context, strict=True):
+        child_codes, parent_codes = _shared_buckets(child_values, parent_values, buckets)
+        radix = int(max(child_codes.max(initial=0), parent_codes.max(initial=0))) + 1
+        combined = np.concatenate([child_bucket * radix + child_codes, parent_bucket * radix + parent_codes])
+        dense = np.unique(combined, return_inverse=True)[1].ravel()
+        child_bucket, parent_bucket = dense[:children], dense[children:]
+    return child_bucket, parent_bucket
+
+
+def match_means(
+    parents: np.ndarray, child_values: np.ndarray, parent_means: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Swaps of children between parents that bring the parents' realized means of the aggregate
+    columns closer to their synthetic means; the number of children per parent does not change.
+
+    The filled order realizes the means only on average: a parent's children are a sample, whose mean
+    is off by its sampling error, which for parents with dozens of children is as large as the spread
+    of the synthetic means itself. Each pass projects the parents' errors (standardized, all aggregate
+    columns) on a random direction, pairs the parent most above with the one most below and so on, and
+    swaps one random child of each pair when that lowers the sum over parents of children x squared
+    error. Children are kept in slots grouped by parent, so a pass costs O(parents)."""
+    center = np.nanmean(child_values, axis=0)
+    scale = np.nanstd(child_values, axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    values = np.nan_to_num((child_values - center) / scale, nan=0.0)  # a missing value counts as the mean
+    targets = (parent_means - center) / scale
+    weight = (~np.isnan(targets)).astype(float)  # a parent without a synthetic mean has no target
+    targets = np.nan_to_num(targets, nan=0.0)
+    rows = len(parent_means)
+    slots = np.argsort(parents, kind="stable")  # slot -> child; slots of one parent are contiguous
+    sizes = np.bincount(parents, minlength=rows)
+    first_slot = np.cumsum(sizes) - sizes
+    used = np.flatnonzero(sizes > 0)
+    n = np.maximum(sizes, 1).astype(float)[:, None]
+    sums = np.stack([np.bincount(parents, weights=column, minlength=rows) for column in values.T], axis=1)
+    for _ in range(MEAN_PASSES):
+        error = (sums / n - targets) * weight
+        direction = rng.standard_normal(values.shape[1])
+        ranked = used[np.argsort(error[used] @ direction, kind="stable")]
+        half = len(ranked) // 2
+        low, high = ranked[:half], ranked[::-1][:half]
+        slot_high = first_slot[high] + (rng.random(half) * sizes[high]).astype(np.int64)
+        slot_low = first_slot[low] + (rng.random(half) * sizes[low]).astype(np.int64)
+        a, b = slots[slot_high], slots[slot_low]
+        moved = values[b] - values[a]  # high's change in sum; low's is its negative
+        change = (weight[high] * (2 * error[high] * moved + moved * moved / n[high])).sum(axis=1) + (
+            weight[low] * (-2 * error[low] * moved + moved * moved / n[low])
+        ).sum(axis=1)
+        better = change < 0
+        slots[slot_high[better]], slots[slot_low[better]] = b[better], a[better]
+        sums[high[better]] += moved[better]
+        sums[low[better]] -= moved[better]
+    result = np.empty_like(parents)
+    result[slots] = np.repeat(np.arange(rows), sizes)
+    return result
 
 
 def _fill(bucket: np.ndarray, within: np.ndarray, parent_order: np.ndarray, places: np.ndarray) -> np.ndarray:

@@ -26,8 +26,10 @@ from .extension import (
     check_parent_keys,
     entity_codes,
     links_of,
+    parent_positions,
     synthesis_frame,
 )
+from .key_histogram import KeyHistogram, key_histogram
 from .schema import LinkedTable, LinkingError, check_tables
 from .surrogates import key_kind, surrogate_values
 
@@ -59,6 +61,11 @@ def synthesize_linked(
             return synthesize(frame, aids, salt=salt, **engine_options)
 
     secret = Salt.from_secret(salt)
+    histograms = {
+        link.number: _children_per_key(link, tables, entities[link.child], secret)
+        for link in links
+        if not link.entity
+    }
     synthetic = {}
     for name in order:
         frame, aids = synthesis_frame(name, tables, links, entities[name])
@@ -70,7 +77,9 @@ def synthesize_linked(
             if link.key.parent == name:
                 synthetic[name] = _unique_keys(tables[name], synthetic[name])
             rng = secret.rng("link", name, str(link.number))
-            _link_children(link, synthetic[name], synthetic[link.key.parent], rng)
+            _link_children(
+                link, synthetic[name], synthetic[link.key.parent], rng, histograms.get(link.number)
+            )
         synthetic[name] = _unique_keys(tables[name], synthetic[name])
     return {name: _output_frame(tables[name], synthetic[name]) for name in tables}
 
@@ -101,7 +110,28 @@ def _add_surrogate_keys(table: LinkedTable, synthetic: pd.DataFrame, secret: Sal
         ).to_numpy()
 
 
-def _link_children(link: Link, child: pd.DataFrame, parent: pd.DataFrame, rng: np.random.Generator) -> None:
+def _children_per_key(
+    link: Link, tables: Mapping[str, LinkedTable], entities: list[np.ndarray], secret: Salt
+) -> KeyHistogram:
+    child, parent = tables[link.child].frame, tables[link.key.parent].frame
+    positions = parent_positions(child, link.key, parent)
+    return key_histogram(
+        positions,
+        parent[list(link.key.parent_columns)],
+        entities,
+        child,
+        secret,
+        f"{link.child} {link.key.label}",
+    )
+
+
+def _link_children(
+    link: Link,
+    child: pd.DataFrame,
+    parent: pd.DataFrame,
+    rng: np.random.Generator,
+    histogram: KeyHistogram | None,
+) -> None:
     fk = link.key
     if fk.nullable:
         null = child[link.null_column].astype("boolean").fillna(True).to_numpy(dtype=bool)
@@ -111,17 +141,23 @@ def _link_children(link: Link, child: pd.DataFrame, parent: pd.DataFrame, rng: n
     if len(parent) == 0:
         null[:] = True  # no synthetic parent: every key stays null
     linked = np.flatnonzero(~null)
-    first = link.aggregates[0] if link.aggregates else None
+    aggregates = list(link.aggregates)
+    child_values = parent_means = None
+    if aggregates:
+        child_values = np.column_stack(
+            [pd.to_numeric(child[c].iloc[linked]).to_numpy(dtype=float, na_value=np.nan) for c in aggregates]
+        )
+        parent_means = np.column_stack(
+            [parent[link.mean_column(c)].to_numpy(dtype=float, na_value=np.nan) for c in aggregates]
+        )
     parents = assign(
         [child[link.context_column(c)].iloc[linked] for c in link.context],
         [parent[c] for c in link.context],
-        None
-        if first is None
-        else pd.to_numeric(child[first].iloc[linked]).to_numpy(dtype=float, na_value=np.nan),
-        None if first is None else parent[link.mean_column(first)].to_numpy(dtype=float, na_value=np.nan),
+        child_values,
+        parent_means,
         counts,
         rng,
-        by_context=not link.entity,
+        histogram=histogram,
     )
     for column, parent_column in zip(fk.columns, fk.parent_columns, strict=True):
         keys = parent[parent_column]
