@@ -310,3 +310,146 @@ def test_composite_keys_of_data_columns_keep_synthesized_values_unique_and_joine
     assert len(synthetic_batting.merge(synthetic_teams, on=["year", "team"])) == len(synthetic_batting)
     assert not synthetic_batting.duplicated(["player", "year", "stint"]).any()
     assert synthetic_batting.stint.between(1, batting.stint.max()).all()
+
+
+# ------------------------------------------------------------------- dimension links (lookup parents)
+
+DOUBLING_EDGES = [0, 1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def _count_shares(counts: np.ndarray) -> np.ndarray:
+    """Share of parents per doubling bin of their child count (0, 1, 2-3, 4-7, ..., 128+)."""
+    codes = np.searchsorted(DOUBLING_EDGES, counts, side="right") - 1
+    return np.bincount(codes, minlength=len(DOUBLING_EDGES)) / max(len(counts), 1)
+
+
+def _children_counts(children: pd.DataFrame, parents: pd.DataFrame, key: str, parent_key: str) -> np.ndarray:
+    return children.groupby(key).size().reindex(parents[parent_key], fill_value=0).to_numpy()
+
+
+def _tvd(left: np.ndarray, right: np.ndarray) -> float:
+    return 0.5 * float(np.abs(left - right).sum())
+
+
+def _resample_tvd(children, parents, key, parent_key, draws=5) -> float:
+    """The children-per-parent TVD of both tables resampled with replacement (mean over draws): what
+    a copy that keeps every row's statistics but resamples its rows reaches."""
+    source = _count_shares(_children_counts(children, parents, key, parent_key))
+    rng = np.random.default_rng(11)
+    distances = []
+    for _ in range(draws):
+        child_sample = children.iloc[rng.integers(0, len(children), len(children))]
+        parent_sample = parents.iloc[rng.integers(0, len(parents), len(parents))]
+        per_key = child_sample.groupby(key).size()
+        counts = per_key.reindex(parent_sample[parent_key], fill_value=0).to_numpy()
+        distances.append(_tvd(source, _count_shares(counts)))
+    return float(np.mean(distances))
+
+
+def _hub_airports(seed: int = 3):
+    """200 airports (a lookup table, no entity); three hubs hold most departures; flights are
+    protected per plane (1,500 planes)."""
+    rng = np.random.default_rng(seed)
+    airports = pd.DataFrame(
+        {
+            "code": [f"X{i:03d}" for i in range(200)],
+            "lon": np.r_[[-74.2, -73.9, -73.8], rng.uniform(-160, -70, 197)],
+            "alt": rng.integers(0, 3000, 200),
+        }
+    )
+    rows = 30_000
+    origin = rng.choice(3, rows, p=[0.4, 0.35, 0.25])
+    flights = pd.DataFrame(
+        {
+            "flight_id": np.arange(rows),
+            "plane": rng.integers(0, 1500, rows),
+            "origin": airports.code.to_numpy()[origin],
+            "distance": rng.gamma(4.0, 250 + 100 * origin),
+        }
+    )
+    return airports, flights
+
+
+def test_a_few_hubs_keep_their_children_per_parent_through_a_dimension_link():
+    airports, flights = _hub_airports()
+    tables = {
+        "airports": LinkedTable("airports", airports, primary_key=("code",)),
+        "flights": LinkedTable(
+            "flights",
+            flights,
+            primary_key=("flight_id",),
+            aid_columns=("plane",),
+            foreign_keys=(ForeignKey(("origin",), "airports", ("code",), context=("lon",), nullable=False),),
+        ),
+    }
+    assert entity_links(tables)["flights"] == []  # airports is not the flights' entity
+    out = synthesize_linked(tables, salt=SALT)
+    source = _count_shares(_children_counts(flights, airports, "origin", "code"))
+    synthetic_counts = _children_counts(out["flights"], out["airports"], "origin", "code")
+    distance = _tvd(source, _count_shares(synthetic_counts))
+    assert distance <= 2 * _resample_tvd(flights, airports, "origin", "code")
+    # the three hubs' counts come out, not flattened onto dozens of airports
+    assert (synthetic_counts > 0).sum() <= 4 and synthetic_counts.max() > 0.3 * len(out["flights"])
+
+
+def _teams_and_batting(seed: int = 4):
+    """600 teams (a lookup table); batting rows protected per player; a team's runs drive the mean
+    home runs of its batting rows (0.7 per team, 0.2 per row: weak enough that the batting synthesis,
+    with its other columns, keeps little of it)."""
+    rng = np.random.default_rng(seed)
+    teams_n = 600
+    strength = rng.normal(0, 1, teams_n)
+    teams = pd.DataFrame(
+        {
+            "team_id": np.arange(teams_n) + 100,
+            "runs": np.rint(700 + 80 * strength + rng.normal(0, 40, teams_n)).astype(int),
+            "wins": np.rint(81 + 8 * strength + rng.normal(0, 8, teams_n)).astype(int),
+        }
+    )
+    per_team = rng.integers(25, 45, teams_n)
+    team = np.repeat(np.arange(teams_n), per_team)
+    games = rng.integers(1, 160, len(team))
+    batting = pd.DataFrame(
+        {
+            "row_id": np.arange(len(team)),
+            "player": rng.integers(0, 4000, len(team)),
+            "team_id": teams.team_id.to_numpy()[team],
+            "games": games,
+            "at_bats": games * 3 + rng.integers(0, 50, len(team)),
+            "hr": rng.poisson(games / 40 * np.exp(0.25 * strength[team])),
+        }
+    )
+    return teams, batting
+
+
+def _mean_correlation(children: pd.DataFrame, parents: pd.DataFrame) -> float:
+    means = children.groupby("team_id").hr.mean().reindex(parents.team_id)
+    both = means.notna().to_numpy()
+    return float(np.corrcoef(parents.runs.to_numpy()[both], means.to_numpy()[both])[0, 1])
+
+
+def test_a_parent_column_x_child_mean_correlation_survives_a_dimension_link():
+    teams, batting = _teams_and_batting()
+    tables = {
+        "teams": LinkedTable("teams", teams, primary_key=("team_id",)),
+        "batting": LinkedTable(
+            "batting",
+            batting,
+            primary_key=("row_id",),
+            aid_columns=("player",),
+            foreign_keys=(
+                ForeignKey(
+                    ("team_id",),
+                    "teams",
+                    ("team_id",),
+                    context=("wins", "runs"),
+                    aggregates=("hr",),
+                    nullable=False,
+                ),
+            ),
+        ),
+    }
+    out = synthesize_linked(tables, salt=SALT)
+    source = _mean_correlation(batting, teams)
+    assert source > 0.4
+    assert abs(_mean_correlation(out["batting"], out["teams"]) - source) < 0.1
