@@ -24,6 +24,7 @@ frequent exact values that refinement over-draws are thinned back towards their 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
@@ -114,6 +115,7 @@ class Harvester:
         self._pools: dict[tuple[int, ...], Buckets] = {}
         self._preorders: dict[tuple[int, ...], Preorder] = {}
         self._sub_range_cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+        self._sub_index_cache: dict[tuple, tuple] = {}
         self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
         self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         self._bounds: dict[int, np.ndarray] = {}
@@ -128,7 +130,7 @@ class Harvester:
                 del cache[columns]
         if tree_lookups_only:
             return
-        for cache in (self._sub_range_cache, self._target_cache):
+        for cache in (self._sub_range_cache, self._sub_index_cache, self._target_cache):
             for key in [key for key in cache if not keep(key[0])]:
                 del cache[key]
 
@@ -154,10 +156,13 @@ class Harvester:
 
     def pool(self, columns: tuple[int, ...]) -> Buckets:
         """The tree's harvest with refined nodes as placeholder entries, sorted by origin."""
-        columns = tuple(sorted(columns))
-        if columns not in self._pools:
-            self._pools[columns] = self._harvest(self.forest.tree(columns))
-        return self._pools[columns]
+        pool = self._pools.get(columns)  # refinement asks thousands of times, with sorted columns
+        if pool is None:
+            columns = tuple(sorted(columns))
+            if columns not in self._pools:
+                self._pools[columns] = self._harvest(self.forest.tree(columns))
+            pool = self._pools[columns]
+        return pool
 
     def harvest(self, columns: tuple[int, ...]) -> Buckets:
         """Concrete buckets of the tree over `columns`: placeholders become count-1 refined buckets."""
@@ -360,11 +365,10 @@ class Harvester:
             if rows.size == 0:
                 continue
             sub_low, sub_high = self._draw_sub_bucket(columns, i, entries[rows], rng)
-            for position, j in enumerate(j for j in range(k) if j != i):
-                self._assign(low, high, rows, j, sub_low[:, position], sub_high[:, position])
+            _set_open_ranges(low, high, np.ix_(rows, _other_dims(k, i)), sub_low, sub_high)
             donor = (i + 1) % k
             dim_low, dim_high = self._draw_dimension(columns, i, donor, entries[rows], rng)
-            self._assign(low, high, rows, i, dim_low, dim_high)
+            _set_open_ranges(low, high, (rows, i), dim_low, dim_high)
         return low, high
 
     def _concretize_dimension(self, columns, entries, dim, rng):
@@ -377,39 +381,35 @@ class Harvester:
             rows = np.flatnonzero(donors == donor)
             if rows.size:
                 dim_low, dim_high = self._draw_dimension(columns, dim, donor, entries[rows], rng)
-                change = low[rows] != high[rows]
-                low[rows[change]] = dim_low[change]
-                high[rows[change]] = dim_high[change]
+                _set_open_ranges(low, high, rows, dim_low, dim_high)
         return low, high
-
-    @staticmethod
-    def _assign(low, high, rows, dim, new_low, new_high):
-        """Narrow dimension `dim` of `rows` to a drawn sub-range, except where the node is singular."""
-        change = low[rows, dim] != high[rows, dim]
-        target = rows[change]
-        low[target, dim] = new_low[change]
-        high[target, dim] = new_high[change]
 
     def _draw_entries(self, columns, drop, entries, rng):
         """Count-weighted draw of one sub-pool entry under each placeholder's subnode `drop`.
 
         Returns (rows that found one, the drawn sub-pool entries, the sub-pool's columns).
         """
-        sub_columns = columns[:drop] + columns[drop + 1 :]
-        start_of, stop_of = self._sub_ranges(columns, drop)
+        start_of, stop_of, cumulative, sub_columns = self._sub_pool_index(columns, drop)
         start, stop = start_of[entries], stop_of[entries]
         found = np.flatnonzero(stop > start)
         if found.size == 0:
             return found, found, sub_columns
-        cumulative = self._cumulative(sub_columns)
-        lo, hi = cumulative[start[found]], cumulative[stop[found]]
-        target = lo + rng.random(found.size) * (hi - lo)
-        # Searching the keys in ascending order walks the cumulative counts once, which is much faster
-        # than random lookups once there are many keys.
-        by_target = np.argsort(target)
-        drawn = np.empty(found.size, dtype=np.int64)
-        drawn[by_target] = np.searchsorted(cumulative, target[by_target], side="right") - 1
-        return found, np.clip(drawn, start[found], stop[found] - 1), sub_columns
+        if found.size < entries.size:
+            start, stop = start[found], stop[found]
+        lo = cumulative[start]
+        target = lo + rng.random(found.size) * (cumulative[stop] - lo)
+        if found.size >= _SORTED_SEARCH_FROM:
+            # Searching the keys in ascending order walks the cumulative counts once, which is much
+            # faster than random lookups once there are many keys.
+            by_target = np.argsort(target)
+            drawn = np.empty(found.size, dtype=np.int64)
+            drawn[by_target] = np.searchsorted(cumulative, target[by_target], side="right")
+        else:
+            drawn = np.searchsorted(cumulative, target, side="right")
+        drawn -= 1
+        np.maximum(drawn, start, out=drawn)
+        np.minimum(drawn, stop - 1, out=drawn)
+        return found, drawn, sub_columns
 
     def _draw_sub_bucket(self, columns, drop, entries, rng):
         """A concrete (k-1)-dim sub-bucket under each placeholder's subnode `drop`: (m, k-1) arrays.
@@ -417,8 +417,8 @@ class Harvester:
         Where the subnode has no entries, the placeholder node's own ranges are kept.
         """
         pool = self.pool(columns)
-        keep_dims = [j for j in range(len(columns)) if j != drop]
-        low, high = pool.low[entries][:, keep_dims], pool.high[entries][:, keep_dims]
+        index = np.ix_(entries, _other_dims(len(columns), drop))
+        low, high = pool.low[index], pool.high[index]
         found, drawn, sub_columns = self._draw_entries(columns, drop, entries, rng)
         if found.size == 0:
             return low, high
@@ -445,6 +445,16 @@ class Harvester:
             sub_low, sub_high = self._concretize_dimension(sub_columns, drawn[lazy], position, rng)
             low[found[lazy]], high[found[lazy]] = sub_low, sub_high
         return low, high
+
+    def _sub_pool_index(self, columns, drop):
+        """What a draw under subnode `drop` needs, looked up once per (tree, dropped dimension): each
+        pool entry's [start, stop) of sub-pool entries, the sub-pool's cumulative counts, its columns."""
+        key = (columns, drop)
+        if key not in self._sub_index_cache:
+            sub_columns = columns[:drop] + columns[drop + 1 :]
+            start, stop = self._sub_ranges(columns, drop)
+            self._sub_index_cache[key] = (start, stop, self._cumulative(sub_columns), sub_columns)
+        return self._sub_index_cache[key]
 
     def _sub_ranges(self, columns, drop) -> tuple[np.ndarray, np.ndarray]:
         """Per entry of the pool: [start, stop) of the sub-pool entries under the entry's subnode."""
@@ -477,6 +487,23 @@ class Harvester:
         if columns not in self._cumulative_cache:
             self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
         return self._cumulative_cache[columns]
+
+
+# Below this many keys a plain searchsorted beats sorting them first.
+_SORTED_SEARCH_FROM = 2048
+
+
+@functools.lru_cache(maxsize=None)
+def _other_dims(k: int, i: int) -> np.ndarray:
+    """The dimensions of a k-dim tree other than i (those of the subnode that drops i)."""
+    return np.array([j for j in range(k) if j != i], dtype=np.intp)
+
+
+def _set_open_ranges(low, high, index, new_low, new_high) -> None:
+    """Set the ranges at `index` to drawn sub-ranges, in place, except where they are single values."""
+    single = low[index] == high[index]
+    low[index] = np.where(single, low[index], new_low)
+    high[index] = np.where(single, high[index], new_high)
 
 
 def _narrow(positions: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ Hashes:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,13 +35,14 @@ _U31_MAX = float(2**31 - 1)
 
 def mix64(values: np.ndarray) -> np.ndarray:
     """SplitMix64 finalizer over a uint64 array (bijective, full avalanche). Returns a new array."""
+    # In-place array arithmetic wraps around without a warning, so no np.errstate is needed (entering
+    # one costs more than mixing a small array, and this runs thousands of times per table).
     x = np.asarray(values, dtype=_U64).copy()
-    with np.errstate(over="ignore"):
-        x ^= x >> _U64(30)
-        x *= _MUL1
-        x ^= x >> _U64(27)
-        x *= _MUL2
-        x ^= x >> _U64(31)
+    x ^= x >> _U64(30)
+    x *= _MUL1
+    x ^= x >> _U64(27)
+    x *= _MUL2
+    x ^= x >> _U64(31)
     return x
 
 
@@ -64,8 +66,13 @@ def hash_strings(texts: Iterable[str]) -> int:
 def hash_floats(values: np.ndarray, position: int = 0) -> np.ndarray:
     """Hash float64 values by their bit pattern (used for bucket labels); -0.0 is folded onto 0.0."""
     bits = (np.asarray(values, dtype=np.float64) + 0.0).view(_U64)
-    with np.errstate(over="ignore"):
-        return mix64(bits + _GOLDEN * _U64(position + 1))
+    offset = _U64(int(_GOLDEN) * (position + 1) % 2**64)
+    return mix64(bits + offset)
+
+
+@functools.lru_cache(maxsize=64)
+def _step_key(step: str) -> np.uint64:
+    return _U64(hash_string(step))
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ class Salt:
 
     def seeds(self, seeds: np.ndarray | int, step: str) -> np.ndarray:
         """Salted, step-specific 64-bit random words for an array of seeds."""
-        step_key = _U64(hash_string(step))
+        step_key = _step_key(step)
         x = np.atleast_1d(np.asarray(seeds, dtype=_U64)) ^ self.key0
         x = mix64(x) ^ step_key
         x = mix64(x ^ self.key1)
