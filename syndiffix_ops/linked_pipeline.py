@@ -23,12 +23,13 @@ import sqlalchemy as sa
 from syndiffix_ops import run_checks, run_result
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
 from syndiffix_ops.connections import open_engines
+from syndiffix_ops.dp_budget import DpRelease, plan_release
 from syndiffix_ops.engines import get_engine
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
 from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
 from syndiffix_ops.provenance import code_version
 from syndiffix_ops.risk import RunRisk
-from syndiffix_ops.run_errors import PipelineError, QualityGateError
+from syndiffix_ops.run_errors import DpBudgetError, PipelineError, QualityGateError
 from syndiffix_ops.run_plan import LinkedSet, TableKeys
 from syndiffix_ops.run_result import AirflowIds, PlannedOutput, Progress, TableRunResult
 from syndiffix_ops.warehouse import SourceTable, ValueKind, check_row_limit, read_columns, target_type_sql
@@ -103,7 +104,8 @@ def run_linked_set(
             notify("read", (number + 1) / len(members))
         read_seconds = time.perf_counter() - clock
         clock = time.perf_counter()
-        synthetic, metadata = _synthesize(members, salts.pop(), notify)
+        salt = salts.pop()
+        synthetic, metadata = _synthesize(members, salt, notify)
         for member in members:  # the set is written as one unit: one short table stops it
             run_checks.refuse_too_few_rows(
                 f"table {member.name}",
@@ -112,6 +114,9 @@ def run_linked_set(
                 run_result.qualified_name(config.target_schema, member.output.target),
             )
         synthesize_seconds = time.perf_counter() - clock
+        dp_releases = _dp_releases(
+            config, linked_set, members, metadata, salt, source_engine.url, target_engine
+        )
         return _write(
             config,
             linked_set,
@@ -126,6 +131,7 @@ def run_linked_set(
             timings={"read": read_seconds, "synthesize": synthesize_seconds},
             report_dir=report_dir or config.report_dir,
             notify=notify,
+            dp_releases=dp_releases,
         )
 
 
@@ -223,7 +229,7 @@ def _synthesize(
             aid_columns=aids,
             salt=salt,
             params=member.effective.engine_params,
-            table_identity=member.source.qualified_name + "#linked",
+            table_identity=_noise_identity(member),
         )
         metadata[name] = result.metadata
         return derived.complete(result.frame)
@@ -286,8 +292,10 @@ def _write(
     timings: dict[str, float],
     report_dir: Path | None,
     notify: Progress,
+    dp_releases: dict[str, DpRelease],
 ) -> list[TableRunResult]:
     from syndiffix_ops.linked_report import link_metrics
+    from syndiffix_ops.report import dp_budget
 
     clock = time.perf_counter()
     sources = {m.name: m.frame for m in members}
@@ -303,12 +311,23 @@ def _write(
             else {}
         )
         metrics["links"] = links.get(member.name, {})
+        release = dp_releases.get(member.name)
+        if release is not None:
+            metrics["dp_budget"] = {
+                **dp_budget(metadata[member.name], _noise_identity(member), member.effective.engine_params),
+                **release.report_fields(),
+            }
         risk, risk_section = (
             member.risk.for_output(synthetic[member.name], member.output.columns)
             if member.risk
             else (None, None)
         )
-        per_table[member.name] = {"metrics": metrics, "risk": risk, "risk_section": risk_section}
+        per_table[member.name] = {
+            "metrics": metrics,
+            "risk": risk,
+            "risk_section": risk_section,
+            "dp": dp_releases.get(member.name),
+        }
     timings["quality"] = time.perf_counter() - clock
     _gate(
         linked_set,
@@ -392,6 +411,44 @@ def _write(
     return results
 
 
+def _noise_identity(member: _Member) -> str:
+    return member.source.qualified_name + "#linked"
+
+
+def _dp_releases(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    members: list[_Member],
+    metadata: dict[str, dict],
+    salt: bytes,
+    source_url: sa.URL,
+    target: sa.Engine,
+) -> dict[str, DpRelease]:
+    """The DP releases among the members (syndiffix_ops.dp_budget), each with its identity's total; one
+    over the dp: budget stops the whole set when dp.refuse_over_budget is true."""
+    releases = {}
+    for member in members:
+        if "epsilon_spent" not in metadata.get(member.name, {}):
+            continue
+        release = plan_release(
+            target,
+            config.target_schema,
+            salt=salt,
+            source=SourceIdentity.from_url(source_url, member.source.qualified_name),
+            aid_columns=member.aids,
+            metadata=metadata[member.name],
+            budget=config.dp,
+        )
+        if release.over_budget and config.dp.refuse_over_budget:
+            raise DpBudgetError(
+                release.refusal(f"table {member.name} of linked set {', '.join(linked_set.tables)}")
+            )
+        if release.over_budget:
+            log.warning("table %s: over the DP budget: %s", member.name, release.over_budget)
+        releases[member.name] = release
+    return releases
+
+
 def _gate(linked_set: LinkedSet, members: list[_Member], per_table: dict[str, dict], write_reports) -> None:
     """The quality gate of each member, with its own effective thresholds: one member that fails it stops
     the whole set (its tables are written together), after the reports show the reviewer why."""
@@ -457,6 +514,7 @@ def _lineage_record(
         quality_metrics=per_table[member.name]["metrics"],
         engine_metadata=metadata.get(member.name, {}),
         risk_metrics=per_table[member.name]["risk"],
+        **(per_table[member.name]["dp"].lineage_fields() if per_table[member.name]["dp"] else {}),
     )
 
 

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from syndiffix_ops.config import ConfigError, QualityConfig, parse_config
+from syndiffix_ops.config import ConfigError, DpBudgetConfig, QualityConfig, parse_config
 from syndiffix_ops.lineage import LINEAGE_TABLE
 from syndiffix_ops.linked_pipeline import run_linked_set
-from syndiffix_ops.run_errors import QualityGateError
+from syndiffix_ops.run_errors import DpBudgetError, QualityGateError
 from syndiffix_ops.run_plan import database_key_reader, plan_run
 from syndiffix_ops.warehouse import TargetColumn, value_kind
 from syndiffix_ops.warehouse.identifiers import derived_name
@@ -482,3 +482,40 @@ def test_a_self_reference_is_copied_and_what_an_interrupted_write_left_is_droppe
     assert len(cases) > 0 and cases.isin(synthetic.patient_id).all()
     if by_rename:
         assert leftover not in sa.inspect(engine).get_table_names(schema=schema)
+
+
+def test_dp_members_of_a_linked_set_spend_from_their_tables_budgets(linked_db):
+    engine, schema = linked_db
+    _make_source(engine, schema, declare_keys=True)
+    plain = _config(engine, schema, virtual_keys=False)
+
+    def with_dp(epsilon: float, budget: DpBudgetConfig):
+        params = {"epsilon": epsilon, "delta": 1e-6, "reporting_length": 2, "evaluate": False}
+        tables = [
+            t.model_copy(update={"engine": "dp_marginals", "engine_params": params}) for t in plain.tables
+        ]
+        return plain.model_copy(update={"tables": tables, "dp": budget})
+
+    config = with_dp(2.0, DpBudgetConfig(budget_epsilon=3.0, refuse_over_budget=True))
+    results = run_linked_set(config, _linked_set(config, engine), salt=SALT)
+    spent = {r.target_table.split(".")[-1]: r.metrics["dp_budget"] for r in results}
+    assert {name: (b["total_releases"], b["total_epsilon"]) for name, b in spent.items()} == {
+        "customers_synth": (1, pytest.approx(2.0)),
+        "orders_synth": (1, pytest.approx(2.0)),
+    }
+    assert spent["customers_synth"]["source_table"].endswith("customers")
+    with engine.connect() as conn:
+        lineage = conn.execute(
+            sa.text(f"SELECT target_table, dp_identity, dp_epsilon FROM {_q(engine, schema, LINEAGE_TABLE)}")
+        ).all()
+    assert len({row.dp_identity for row in lineage}) == 2
+    assert [row.dp_epsilon for row in lineage] == pytest.approx([2.0, 2.0])
+    written = len(_frame(engine, schema, "orders_synth"))
+
+    # a second release of the same tables would bring each to 3.5 > 3: refused, nothing of the set written
+    again = with_dp(1.5, DpBudgetConfig(budget_epsilon=3.0, refuse_over_budget=True))
+    with pytest.raises(
+        DpBudgetError, match="of linked set .* over 2 releases to epsilon 3.5 > dp.budget_epsilon 3"
+    ):
+        run_linked_set(again, _linked_set(again, engine), salt=SALT)
+    assert len(_frame(engine, schema, "orders_synth")) == written
