@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from syndiffix_ops.dp_budget import Release, Spending
 from syndiffix_ops.report import (
     PAGE,
     SCALE_NOTE,
@@ -51,9 +52,12 @@ def payloads_from_lineage(
     rows: Iterable[Mapping[str, Any]], schema: str | None, directory: str | Path | None = None
 ) -> list[dict[str, Any]]:
     """Index payloads from lineage rows (oldest first); `report` links a run's HTML when `directory`
-    holds it. Failed runs are kept: the history shows them with their error class and stage."""
+    holds it. Failed runs are kept: the history shows them with their error class and stage. A DP
+    release's totals are recounted from the rows (the ledger as of that release), so releases a run did
+    not see when it counted (two runs at once) are in the index."""
     directory = Path(directory) if isinstance(directory, str) else directory
     payloads = []
+    ledger: dict[str, list[Release]] = {}
     for row in rows:
         table = f"{schema}.{row['target_table']}" if schema else str(row["target_table"])
         relative = str(report_relative_path(table, str(row["run_id"])))
@@ -68,12 +72,35 @@ def payloads_from_lineage(
                 else str(finished),
                 "status": row.get("status", "success"),
                 "error": " in ".join(filter(None, [row.get("error_class"), row.get("error_stage")])) or None,
-                "metrics": row.get("quality_metrics"),
+                "metrics": _recounted(row, ledger),
                 "risk": row.get("risk_metrics"),
                 "report": relative if directory is not None and (directory / relative).is_file() else None,
             }
         )
     return payloads
+
+
+def _recounted(row: Mapping[str, Any], ledger: dict[str, list[Release]]) -> Any:
+    """The row's quality metrics with its DP budget totals over the ledger's releases up to this row."""
+    metrics = row.get("quality_metrics")
+    identity = row.get("dp_identity")
+    if not identity or row.get("status", "success") != "success" or row.get("dp_epsilon") is None:
+        return metrics
+    releases = ledger.setdefault(identity, [])
+    releases.append(
+        Release(row.get("dp_release"), float(row["dp_epsilon"]), float(row.get("dp_delta") or 0.0))
+    )
+    budget = (metrics or {}).get("dp_budget")
+    if budget is None or "total_epsilon" not in budget:
+        return metrics
+    total = Spending.of(releases)
+    recounted = {
+        "total_releases": total.releases,
+        "total_epsilon": total.epsilon,
+        "total_delta": total.delta,
+        "over_budget": total.beyond(budget.get("budget_epsilon"), budget.get("budget_delta")),
+    }
+    return {**metrics, "dp_budget": {**budget, **recounted}}
 
 
 def write_report_index(directory: str | Path, payloads: Sequence[Payload] | None = None) -> Path:

@@ -4,6 +4,7 @@ PostgreSQL, MariaDB), summed by basic composition, shown in the report and the i
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 
 import numpy as np
@@ -12,7 +13,14 @@ import sqlalchemy as sa
 
 from syndiffix_ops.config import ConfigError, parse_config
 from syndiffix_ops.dp_budget import Release, Spending, protected_identity
-from syndiffix_ops.lineage import SourceIdentity, lineage_history, lineage_table
+from syndiffix_ops.lineage import (
+    LineageRecord,
+    SourceIdentity,
+    ensure_lineage_table,
+    insert_lineage,
+    lineage_history,
+    lineage_table,
+)
 from syndiffix_ops.pipeline import run_table
 from syndiffix_ops.report_index import payloads_from_lineage, write_report_index
 from syndiffix_ops.run_errors import DpBudgetError
@@ -216,3 +224,48 @@ def test_a_wrong_dp_budget_is_one_line_naming_the_key():
         "<config>: dp.budget_epsilon: Input should be greater than 0",
         "<config>: dp.budget_delta: Input should be less than 1",
     ]
+
+
+def test_the_index_rebuilt_from_lineage_recounts_releases_a_run_did_not_see(tmp_path):
+    # two runs at once: each counted the ledger before the other's row was in it, and recorded total 1
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'target.db'}")
+    ensure_lineage_table(engine, None)
+    now = dt.datetime.now(dt.UTC)
+    stale = {"total_releases": 1, "total_epsilon": 1.0, "total_delta": 1e-6, "budget_epsilon": 1.5}
+    stale |= {"budget_delta": None, "over_budget": None, "identity_id": "i" * 32}
+    stale |= {"source_table": "clinic.visits", "protected_unit": "entities of patient_id"}
+    with engine.begin() as conn:
+        for number, target in enumerate(["visits_dp", "older_dp"]):
+            insert_lineage(
+                conn,
+                None,
+                LineageRecord(
+                    run_id=f"run-{number}",
+                    target_table=target,
+                    column_set=None,
+                    source=SourceIdentity("postgresql", "db", "clinic", "clinic.visits"),
+                    columns=[],
+                    aid_columns=["patient_id"],
+                    engine="dp_marginals",
+                    package_version="0",
+                    parameters={},
+                    config_hash="c" * 64,
+                    source_schema_hash="s" * 64,
+                    source_schema=[],
+                    synthetic_rows=100,
+                    started_at=now,
+                    finished_at=now + dt.timedelta(seconds=number),
+                    quality_metrics={"columns": {}, "pairs": [], "dp_budget": stale},
+                    dp_identity="i" * 32,
+                    dp_release=f"release-{number}",
+                    dp_epsilon=1.0,
+                    dp_delta=1e-6,
+                ),
+            )
+    payloads = payloads_from_lineage(lineage_history(engine, None), None)
+    recounted = [payload["metrics"]["dp_budget"] for payload in payloads]
+    assert [(b["total_releases"], b["total_epsilon"]) for b in recounted] == [(1, 1.0), (2, 2.0)]
+    assert recounted[1]["over_budget"] == "epsilon 2 > dp.budget_epsilon 1.5"
+    text = write_report_index(tmp_path / "index", payloads).read_text(encoding="utf-8")
+    assert "over budget: epsilon 2 &gt; dp.budget_epsilon 1.5" in text and "visits_dp, older_dp" in text
+    engine.dispose()
