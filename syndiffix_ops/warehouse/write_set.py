@@ -208,7 +208,16 @@ def _staging_table(
     plain = synthetic_table(name, schema, table.columns, table.source_dialect, conn.dialect)
     if not inline:
         return plain
-    columns = [sa.Column(c.name, c.type, nullable=c.name not in _not_null(table)) for c in plain.columns]
+    key_columns = {*table.primary_key, *(c for u in table.unique for c in u)}
+    key_columns |= {c for fk in table.foreign_keys for c in fk.columns}
+    columns = [
+        sa.Column(
+            c.name,
+            _indexable(c.type, table.frame[c.name], conn.dialect) if c.name in key_columns else c.type,
+            nullable=c.name not in _not_null(table),
+        )
+        for c in plain.columns
+    ]
     keys: list[sa.schema.Constraint] = []
     if table.primary_key:
         keys.append(sa.PrimaryKeyConstraint(*table.primary_key))
@@ -221,6 +230,18 @@ def _staging_table(
             )
         )
     return sa.Table(name, metadata, *columns, *keys, schema=schema)
+
+
+_MYSQL_KEY_CHARACTERS = 768  # InnoDB indexes at most 3072 bytes: 768 characters of utf8mb4
+
+
+def _indexable(sql_type: sa.types.TypeEngine, values: pd.Series, dialect: sa.Dialect) -> sa.types.TypeEngine:
+    """MySQL/MariaDB cannot index a TEXT column (a PostgreSQL `text` key becomes one there): a key of
+    unbounded strings becomes a VARCHAR as long as its longest synthetic value."""
+    if dialect.name not in ("mysql", "mariadb") or not isinstance(sql_type, sa.String) or sql_type.length:
+        return sql_type
+    longest = int(values.dropna().astype(str).str.len().max()) if values.notna().any() else 1
+    return sa.String(max(1, min(longest, _MYSQL_KEY_CHARACTERS)))
 
 
 def _reference_stub(metadata: sa.MetaData, schema: str | None, fk: ForeignKeyConstraint) -> None:

@@ -519,3 +519,53 @@ def test_dp_members_of_a_linked_set_spend_from_their_tables_budgets(linked_db):
     ):
         run_linked_set(again, _linked_set(again, engine), salt=SALT)
     assert len(_frame(engine, schema, "orders_synth")) == written
+
+
+def test_text_keys_from_postgresql_are_indexable_on_mariadb(pg_url, mariadb_url):
+    """A PostgreSQL `text` key becomes TEXT on MariaDB, which cannot be indexed: with constraints: copy
+    the key columns become VARCHARs as long as their longest synthetic value, and the keys hold."""
+    source = sa.create_engine(pg_url)
+    schema = f"text_keys_{uuid.uuid4().hex[:6]}"
+    with source.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+        conn.exec_driver_sql(f"CREATE TABLE {schema}.cust (code text PRIMARY KEY, age integer)")
+        conn.exec_driver_sql(
+            f"CREATE TABLE {schema}.ord (id integer PRIMARY KEY, code text REFERENCES {schema}.cust (code), n integer)"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {schema}.cust SELECT 'customer-' || g, 20 + mod(g, 50) FROM generate_series(1, 500) g"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {schema}.ord SELECT g, 'customer-' || (1 + mod(g * 7, 500)), mod(g, 97) "
+            "FROM generate_series(1, 3000) g"
+        )
+    target = sa.create_engine(mariadb_url)
+    config = parse_config(
+        {
+            "source": pg_url,
+            "target": mariadb_url,
+            "constraints": "copy",
+            "tables": [
+                {"source": f"{schema}.cust", "target": "text_cust"},
+                {"source": f"{schema}.ord", "target": "text_ord"},
+            ],
+        }
+    )
+    try:
+        (linked_set,) = plan_run(config, database_key_reader(source)).linked_sets
+        run_linked_set(config, linked_set, salt=SALT)
+        types = {c["name"]: c["type"] for c in sa.inspect(target).get_columns("text_cust")}
+        assert isinstance(types["code"], sa.String) and 0 < types["code"].length <= 768
+        assert not isinstance(types["code"], sa.Text)
+        (fk,) = sa.inspect(target).get_foreign_keys("text_ord")
+        assert fk["referred_table"] == "text_cust"
+        with target.connect() as conn:
+            orders, joined = conn.exec_driver_sql(
+                "SELECT count(*), count(c.code) FROM text_ord o LEFT JOIN text_cust c ON o.code = c.code"
+            ).one()
+        assert orders == joined > 0
+    finally:
+        with source.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+        source.dispose()
+        target.dispose()
