@@ -77,6 +77,10 @@ def target_type(
         if isinstance(generic, sa.Enum) and generic.name is None:
             # a MySQL enum has no type name, which a PostgreSQL enum needs: keep the labels in a VARCHAR
             return sa.Enum(*generic.enums, native_enum=False)
+        if isinstance(generic, sa.Double):
+            # PostgreSQL reflects double precision with precision 53, MySQL's DOUBLE(M,D) loses D on the
+            # way: MySQL refuses a DOUBLE with a precision but no scale, and every dialect's double is 53 bits
+            return sa.Double()
         return generic
     if isinstance(sql_type, postgresql.ENUM):
         # created (if missing) before the table, not by it: see create_enum_types

@@ -179,3 +179,36 @@ def test_names_with_quotes_spaces_semicolons_unicode_and_reserved_words_round_tr
         WEIRD_TABLE, schema=schema
     )  # the "DROP TABLE" in the name did nothing
     assert _leftovers(engine, schema) == []
+
+
+def test_postgresql_floating_point_columns_are_created_on_a_mariadb_target(pg_url, mariadb_url):
+    source = sa.create_engine(pg_url)
+    target = sa.create_engine(mariadb_url)
+    try:
+        with source.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE float_kinds (d double precision, r real, f float(53))")
+        reflected = sa.Table("float_kinds", sa.MetaData(), autoload_with=source)
+        columns = [TargetColumn(c.name, c.type, ValueKind.REAL) for c in reflected.columns]
+        frame = pd.DataFrame({"d": [1.25, -2.5e300], "r": [0.5, 3.0], "f": [1e-300, 7.75]})
+        write_table(
+            target,
+            schema=None,
+            name="float_kinds",
+            columns=columns,
+            frame=frame,
+            source_dialect="postgresql",
+            replace=True,
+            before_commit=lambda conn: None,
+        )
+        written = {c["name"]: c["type"] for c in sa.inspect(target).get_columns("float_kinds")}
+        assert {name: type(kind).__name__ for name, kind in written.items()} == {
+            "d": "DOUBLE",
+            "r": "FLOAT",
+            "f": "DOUBLE",
+        }
+        with target.connect() as conn:  # raw driver values: SQLAlchemy's reflected DOUBLE rounds to 10 places
+            stored = sorted(conn.exec_driver_sql("SELECT d, r, f FROM float_kinds").all())
+        assert stored == sorted([(1.25, 0.5, 1e-300), (-2.5e300, 3.0, 7.75)])
+    finally:
+        source.dispose()
+        target.dispose()
