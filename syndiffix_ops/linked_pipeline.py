@@ -12,7 +12,6 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,12 @@ from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable,
 from syndiffix_ops.connections import open_engines
 from syndiffix_ops.dp_budget import DpRelease, plan_release
 from syndiffix_ops.engines import get_engine
+from syndiffix_ops.failed_runs import RunStage, record_failed_outputs, tracking
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
 from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
-from syndiffix_ops.provenance import code_version
+from syndiffix_ops.provenance import code_version, new_run_id
 from syndiffix_ops.risk import RunRisk
-from syndiffix_ops.run_errors import DpBudgetError, PipelineError, QualityGateError
+from syndiffix_ops.run_errors import DpBudgetError, PipelineError, QualityGateError, RefusedConfigError
 from syndiffix_ops.run_plan import LinkedSet, TableKeys
 from syndiffix_ops.run_result import AirflowIds, PlannedOutput, Progress, TableRunResult
 from syndiffix_ops.warehouse import SourceTable, ValueKind, check_row_limit, read_columns, target_type_sql
@@ -70,69 +70,127 @@ def run_linked_set(
     dry_run: bool = False,
     progress: Progress | None = None,
 ) -> list[TableRunResult]:
-    """Synthesize and write one linked set; one result per table, parents first."""
-    run_id = run_id or uuid.uuid4().hex
-    notify = progress or (lambda stage, fraction: None)
+    """Synthesize and write one linked set; one result per table, parents first.
+
+    The set is written as one unit, so a run that fails after the target is reachable leaves a `failed`
+    lineage row for every table of the set (error class and stage), as run_table does for its outputs.
+    """
+    run_id = run_id or new_run_id()
+    stage = RunStage()
+    notify = tracking(progress or (lambda stage, fraction: None), stage)
+    run_started = dt.datetime.now(dt.UTC)
+    sources: dict[str, SourceTable] = {}  # the tables reflected so far, for the failed rows
     label = f"linked set {', '.join(linked_set.tables)}"
     with open_engines(source, target, config.source_url, config.target_url, label) as (
         source_engine,
         target_engine,
     ):
-        for name in linked_set.tables:  # the checks of a single table, before anything is read or written
-            table, table_label = config.table(name), f"table {name}"
-            run_checks.check_where(table.where, source_engine.dialect.name, table_label)
-            run_checks.refuse_overwriting_sources(config, table, source_engine, target_engine, table_label)
-        members = [
-            _member(config, linked_set, name, source_engine, target_engine) for name in linked_set.tables
-        ]
-        salts = (
-            {run_checks.run_salt(salt, m.effective.salt_env, f"table {m.name}") for m in members}
-            if not dry_run
-            else set()
-        )
-        if len(salts) > 1:
-            raise ConfigError(
-                [f"{label}: its tables use different salt_env variables; a linked set needs one salt"]
+        try:
+            return _run_set(
+                config,
+                linked_set,
+                source_engine,
+                target_engine,
+                sources,
+                run_id=run_id,
+                airflow=airflow,
+                salt=salt,
+                report_dir=report_dir,
+                dry_run=dry_run,
+                notify=notify,
+                stage=stage,
             )
-        if dry_run:
-            return [_member_result(config, m, target_engine, run_id) for m in members]
-        started = dt.datetime.now(dt.UTC)
-        clock = time.perf_counter()
-        notify("read", 0.0)
-        for number, member in enumerate(members):
-            _read(config, member, source_engine)
-            notify("read", (number + 1) / len(members))
-        read_seconds = time.perf_counter() - clock
-        clock = time.perf_counter()
-        salt = salts.pop()
-        synthetic, metadata = _synthesize(members, salt, notify)
-        for member in members:  # the set is written as one unit: one short table stops it
-            run_checks.refuse_too_few_rows(
-                f"table {member.name}",
-                len(synthetic[member.name]),
-                member.effective.min_rows,
-                run_result.qualified_name(config.target_schema, member.output.target),
-            )
-        synthesize_seconds = time.perf_counter() - clock
-        dp_releases = _dp_releases(
-            config, linked_set, members, metadata, salt, source_engine.url, target_engine
+        except Exception as error:
+            if not dry_run and not isinstance(error, RefusedConfigError):
+                for name in linked_set.tables:
+                    record_failed_outputs(
+                        config,
+                        config.effective(config.table(name)),
+                        source_engine.url,
+                        target_engine,
+                        sources.get(name),
+                        run_id=run_id,
+                        airflow=airflow,
+                        started=run_started,
+                        error=error,
+                        stage=stage.name,
+                        skip=set(),
+                    )
+            raise
+
+
+def _run_set(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    source_engine: sa.Engine,
+    target_engine: sa.Engine,
+    sources: dict[str, SourceTable],
+    *,
+    run_id: str,
+    airflow: AirflowIds | None,
+    salt: bytes | None,
+    report_dir: Path | None,
+    dry_run: bool,
+    notify: Progress,
+    stage: RunStage,
+) -> list[TableRunResult]:
+    label = f"linked set {', '.join(linked_set.tables)}"
+    for name in linked_set.tables:  # the checks of a single table, before anything is read or written
+        table, table_label = config.table(name), f"table {name}"
+        run_checks.check_where(table.where, source_engine.dialect.name, table_label)
+        run_checks.refuse_overwriting_sources(config, table, source_engine, target_engine, table_label)
+    members = []
+    for name in linked_set.tables:
+        members.append(_member(config, linked_set, name, source_engine, target_engine))
+        sources[name] = members[-1].source
+    salts = (
+        {run_checks.run_salt(salt, m.effective.salt_env, f"table {m.name}") for m in members}
+        if not dry_run
+        else set()
+    )
+    if len(salts) > 1:
+        raise ConfigError(
+            [f"{label}: its tables use different salt_env variables; a linked set needs one salt"]
         )
-        return _write(
-            config,
-            linked_set,
-            members,
-            synthetic,
-            metadata,
-            source_engine.url,
-            target_engine,
-            run_id=run_id,
-            airflow=airflow,
-            started=started,
-            timings={"read": read_seconds, "synthesize": synthesize_seconds},
-            report_dir=report_dir or config.report_dir,
-            notify=notify,
-            dp_releases=dp_releases,
+    if dry_run:
+        return [_member_result(config, m, target_engine, run_id) for m in members]
+    started = dt.datetime.now(dt.UTC)
+    clock = time.perf_counter()
+    notify("read", 0.0)
+    for number, member in enumerate(members):
+        _read(config, member, source_engine)
+        notify("read", (number + 1) / len(members))
+    read_seconds = time.perf_counter() - clock
+    clock = time.perf_counter()
+    salt = salts.pop()
+    synthetic, metadata = _synthesize(members, salt, notify)
+    for member in members:  # the set is written as one unit: one short table stops it
+        run_checks.refuse_too_few_rows(
+            f"table {member.name}",
+            len(synthetic[member.name]),
+            member.effective.min_rows,
+            run_result.qualified_name(config.target_schema, member.output.target),
         )
+    synthesize_seconds = time.perf_counter() - clock
+    stage.name = "dp_budget"
+    dp_releases = _dp_releases(config, linked_set, members, metadata, salt, source_engine.url, target_engine)
+    stage.name = "quality"  # _write measures quality (and may stop at a gate) before it reports "write"
+    return _write(
+        config,
+        linked_set,
+        members,
+        synthetic,
+        metadata,
+        source_engine.url,
+        target_engine,
+        run_id=run_id,
+        airflow=airflow,
+        started=started,
+        timings={"read": read_seconds, "synthesize": synthesize_seconds},
+        report_dir=report_dir or config.report_dir,
+        notify=notify,
+        dp_releases=dp_releases,
+    )
 
 
 def _member(

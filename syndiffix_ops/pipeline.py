@@ -11,7 +11,6 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +21,15 @@ from syndiffix_ops.config import EffectiveTable, PipelineConfig, TableConfig, Wr
 from syndiffix_ops.connections import open_engines
 from syndiffix_ops.dp_budget import DpRelease, plan_release
 from syndiffix_ops.engines import get_engine
+from syndiffix_ops.failed_runs import RunStage, record_failed_outputs, tracking
 from syndiffix_ops.lineage import (
     LineageRecord,
     SourceIdentity,
     ensure_lineage_table,
     insert_lineage,
-    record_failure,
 )
 from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
-from syndiffix_ops.provenance import code_version, new_run_id, safe_error_message
+from syndiffix_ops.provenance import code_version, new_run_id
 from syndiffix_ops.risk import RunRisk, column_sets
 from syndiffix_ops.run_checks import (
     check_drift,
@@ -59,13 +58,6 @@ from syndiffix_ops.warehouse import SourceTable, check_row_limit, read_columns, 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Stage:
-    """Where a run is, so a failure can be recorded with the stage it stopped in."""
-
-    name: str = "check"
-
-
 def run_table(
     config: PipelineConfig,
     table: str | TableConfig,
@@ -92,8 +84,8 @@ def run_table(
     effective = config.effective(table_config)
     run_id = run_id or new_run_id()
     report_dir = report_dir or config.report_dir
-    stage = _Stage()
-    notify = _tracking(progress or (lambda stage, fraction: None), stage)
+    stage = RunStage()
+    notify = tracking(progress or (lambda stage, fraction: None), stage)
     label = f"table {table_config.display_name}"
     run_started = dt.datetime.now(dt.UTC)
     source_table: SourceTable | None = None
@@ -179,7 +171,7 @@ def run_table(
         except Exception as error:
             if not dry_run and not isinstance(error, RefusedConfigError):
                 written = {(r.column_set, r.target_table) for r in results}
-                _record_failed_outputs(
+                record_failed_outputs(
                     config,
                     effective,
                     source_engine.url,
@@ -193,71 +185,6 @@ def run_table(
                     skip=written,
                 )
             raise
-
-
-def _tracking(notify: Progress, stage: _Stage) -> Progress:
-    def report(name: str, fraction: float) -> None:
-        stage.name = name.split(":")[0]
-        notify(name, fraction)
-
-    return report
-
-
-def _record_failed_outputs(
-    config: PipelineConfig,
-    effective: EffectiveTable,
-    source_url: sa.URL,
-    target: sa.Engine,
-    source: SourceTable | None,
-    *,
-    run_id: str,
-    airflow: AirflowIds | None,
-    started: dt.datetime,
-    error: Exception,
-    stage: str,
-    skip: set[tuple[str | None, str]],
-) -> None:
-    """One `failed` lineage row per output the run did not write. Best effort: when the target itself is
-    what failed, the error is logged and the original error stands."""
-    table = effective.table
-    version = code_version()
-    records = [
-        LineageRecord(
-            run_id=run_id,
-            target_table=target_name,
-            column_set=column_set,
-            source=SourceIdentity.from_url(source_url, source.qualified_name if source else table.source),
-            columns=[],
-            aid_columns=list(table.aid_columns),
-            engine=effective.engine,
-            package_version=version.package_version,
-            code_commit=version.commit,
-            parameters=run_parameters(effective),
-            config_hash=config.config_hash(),
-            source_schema_hash=source.schema_hash() if source else "",
-            source_schema=source.schema_snapshot() if source else [],
-            synthetic_rows=0,
-            started_at=started,
-            finished_at=dt.datetime.now(dt.UTC),
-            status="failed",
-            airflow_dag_id=airflow.dag_id if airflow else None,
-            airflow_task_id=airflow.task_id if airflow else None,
-            airflow_run_id=airflow.run_id if airflow else None,
-            error_class=f"{type(error).__module__}.{type(error).__qualname__}",
-            error_stage=stage,
-            error_message=safe_error_message(error),
-        )
-        for column_set, target_name in table.output_targets().items()
-        if (column_set, qualified_name(config.target_schema, target_name)) not in skip
-    ]
-    try:
-        record_failure(target, config.target_schema, records)
-    except Exception as lineage_error:
-        log.warning(
-            "table %s: could not record the failed run in lineage (%s)",
-            table.display_name,
-            type(lineage_error).__name__,
-        )
 
 
 def _outputs(table: TableConfig, synthesized: list[str], label: str) -> list[PlannedOutput]:
@@ -294,7 +221,7 @@ def _synthesize_output(
     report_dir: Path | None,
     run_risk: RunRisk | None,
     source_risk_seconds: float,
-    stage: _Stage,
+    stage: RunStage,
     notify: Progress,
 ) -> TableRunResult:
     table = effective.table
@@ -486,7 +413,7 @@ def _dp_release(
     source: SourceIdentity,
     aids: list[str],
     metadata: Mapping[str, Any],
-    stage: _Stage,
+    stage: RunStage,
 ) -> DpRelease | None:
     """A DP engine's release with its identity's total from the target's lineage (None for other engines)."""
     if "epsilon_spent" not in metadata:

@@ -311,6 +311,14 @@ def test_a_members_own_quality_gate_stops_the_whole_set(tmp_path):
     assert not sa.inspect(engine).has_table("customers_synth")  # the parent, which passed, is not written
     assert not sa.inspect(engine).has_table("orders_synth")
     assert list((tmp_path / "r" / "orders_synth").glob("*.html"))  # the reviewer sees why
+    with engine.connect() as conn:  # the auditor sees the attempt: a failed row per table of the set
+        failed = conn.exec_driver_sql(
+            f"SELECT target_table, status, error_class, error_stage, synthetic_rows FROM {LINEAGE_TABLE}"
+        ).all()
+    assert sorted(failed) == [
+        (target, "failed", "syndiffix_ops.run_errors.QualityGateError", "quality", 0)
+        for target in ("customers_synth", "orders_synth")
+    ]
     engine.dispose()
 
 
