@@ -157,6 +157,17 @@ def _syndiffix_resolved_params(params: SyndiffixParams) -> dict[str, Any]:
     return resolved
 
 
+def syndiffix_anonymization(params: BaseModel) -> Any:
+    """The core AnonymizationParams a SynDiffix table is synthesized with (for counts released about it
+    outside its own synthesis, e.g. a linked set's children per parent); None for another engine's
+    params, whose counts belong to that engine (a DP budget)."""
+    from syndiffix_core import params as core
+
+    if not isinstance(params, SyndiffixParams):
+        return None
+    return _core_params(params)["anonymization"] or core.AnonymizationParams()
+
+
 def _core_params(params: SyndiffixParams) -> dict[str, Any]:
     """The engine's parameter dataclasses with only the configured fields changed from its defaults."""
     from syndiffix_core import params as core

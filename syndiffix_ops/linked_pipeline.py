@@ -23,7 +23,7 @@ from syndiffix_ops import run_checks, run_result
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
 from syndiffix_ops.connections import open_engines
 from syndiffix_ops.dp_budget import DpRelease, plan_release
-from syndiffix_ops.engines import get_engine
+from syndiffix_ops.engines import get_engine, syndiffix_anonymization
 from syndiffix_ops.failed_runs import RunStage, record_failed_outputs, tracking
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
 from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
@@ -332,6 +332,7 @@ def _linked_table(member: _Member):
             for fk in keys.foreign_keys
         ),
         key_limits=limits,
+        anonymization=syndiffix_anonymization(member.effective.engine_params),
     )
 
 

@@ -493,7 +493,7 @@ class Harvester:
 _SORTED_SEARCH_FROM = 2048
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _other_dims(k: int, i: int) -> np.ndarray:
     """The dimensions of a k-dim tree other than i (those of the subnode that drops i)."""
     return np.array([j for j in range(k) if j != i], dtype=np.intp)

@@ -10,7 +10,6 @@ up to both ends, so the 1-dim trees resolve the ends to well under a day.
 import numpy as np
 import pandas as pd
 import pytest
-
 from test_forest import make_forest
 
 from syndiffix_core import ClusteringParams, synthesize
@@ -94,7 +93,9 @@ def test_no_value_beyond_the_source_extremes(columns):
     table = _edge_table(3000, seed=0)
     if columns is not None:
         table = table[columns]
-    outside = {salt: _outside_source_range(table, synthesize(table, salt=salt)) for salt in ("r0", "r1", "r2")}
+    outside = {
+        salt: _outside_source_range(table, synthesize(table, salt=salt)) for salt in ("r0", "r1", "r2")
+    }
     assert outside == {"r0": {}, "r1": {}, "r2": {}}
 
 

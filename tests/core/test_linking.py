@@ -370,9 +370,8 @@ def _hub_airports(seed: int = 3):
     return airports, flights
 
 
-def test_a_few_hubs_keep_their_children_per_parent_through_a_dimension_link():
-    airports, flights = _hub_airports()
-    tables = {
+def _hub_tables(airports, flights, **flights_options) -> dict[str, LinkedTable]:
+    return {
         "airports": LinkedTable("airports", airports, primary_key=("code",)),
         "flights": LinkedTable(
             "flights",
@@ -380,8 +379,14 @@ def test_a_few_hubs_keep_their_children_per_parent_through_a_dimension_link():
             primary_key=("flight_id",),
             aid_columns=("plane",),
             foreign_keys=(ForeignKey(("origin",), "airports", ("code",), context=("lon",), nullable=False),),
+            **flights_options,
         ),
     }
+
+
+def test_a_few_hubs_keep_their_children_per_parent_through_a_dimension_link():
+    airports, flights = _hub_airports()
+    tables = _hub_tables(airports, flights)
     assert entity_links(tables)["flights"] == []  # airports is not the flights' entity
     out = synthesize_linked(tables, salt=SALT)
     source = _count_shares(_children_counts(flights, airports, "origin", "code"))
@@ -453,3 +458,36 @@ def test_a_parent_column_x_child_mean_correlation_survives_a_dimension_link():
     source = _mean_correlation(batting, teams)
     assert source > 0.4
     assert abs(_mean_correlation(out["batting"], out["teams"]) - source) < 0.1
+
+
+def test_the_children_per_parent_of_a_dimension_link_follow_the_childs_own_parameters():
+    """A child synthesized with a stricter low-count filter gets the same filter on its key histogram:
+    key values held by 8 entities pass the default filter and are suppressed at low_threshold 20."""
+    from syndiffix_core.linking.key_histogram import key_histogram
+    from syndiffix_core.noise import Salt
+    from syndiffix_core.params import AnonymizationParams, SuppressionParams
+
+    entities_per_value = [60, 50, 40] + [8] * 20
+    positions = np.repeat(np.arange(len(entities_per_value)), 3 * np.array(entities_per_value))
+    entity = np.concatenate([np.repeat(np.arange(n), 3) + 1000 * v for v, n in enumerate(entities_per_value)])
+    parents = pd.DataFrame({"code": [f"P{i}" for i in range(len(entities_per_value))]})
+    children = pd.DataFrame({"row": np.arange(len(positions))})
+
+    def histogram(anonymization):
+        return key_histogram(
+            positions, parents, [entity], children, Salt.from_secret(SALT), "children code", anonymization
+        )
+
+    default = histogram(AnonymizationParams())
+    strict = histogram(AnonymizationParams(low_count_params=SuppressionParams(low_threshold=20)))
+    assert len(default.counts) > 3
+    assert len(strict.counts) == 3 and strict.pooled > 0
+
+
+def test_a_dimension_link_to_a_child_of_another_engine_is_refused_naming_it():
+    airports, flights = _hub_airports()
+    tables = _hub_tables(airports, flights, anonymization=None)
+    with pytest.raises(
+        LinkingError, match="table flights: its engine is not SynDiffix.*make airports its entity"
+    ):
+        synthesize_linked(tables, salt=SALT)

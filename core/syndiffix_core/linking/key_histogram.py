@@ -36,11 +36,13 @@ def key_histogram(
     child_rows: pd.DataFrame,
     salt: Salt,
     label: str,
+    anonymization: AnonymizationParams,
 ) -> KeyHistogram:
     """`positions`: the parent row of each child row (-1: null key or orphan, left out). `entities`:
     the child's entity codes per AID (empty: each row is its own entity, identified by `child_rows`'
-    content). `label` names the key so that its noise is its own."""
-    anonymizer = CountAnonymizer(AnonymizationParams(), BucketizationParams(), salt)
+    content). `label` names the key so that its noise is its own. `anonymization`: the child's own
+    parameters, so that this count is filtered and flattened as strictly as the child's synthesis."""
+    anonymizer = CountAnonymizer(anonymization, BucketizationParams(), salt)
     linked = np.flatnonzero(positions >= 0)
     order = linked[np.argsort(positions[linked], kind="stable")]
     if order.size == 0:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..errors import InvalidInputError
+from ..params import AnonymizationParams
 
 DERIVED_PREFIX = "__link"
 
@@ -67,6 +68,10 @@ class LinkedTable:
     unique: tuple[tuple[str, ...], ...] = ()
     foreign_keys: tuple[ForeignKey, ...] = ()
     key_limits: Mapping[str, int] = field(default_factory=dict)  # key column -> max length or max value
+    # The parameters of the counts released about this table outside its own synthesis (children per
+    # parent of a dimension link, see key_histogram): the ones its engine uses. None: its engine is not
+    # SynDiffix's (a DP engine), whose counts belong to its own budget; such a child needs an entity link.
+    anonymization: AnonymizationParams | None = field(default_factory=AnonymizationParams)
 
     @property
     def key_columns(self) -> tuple[str, ...]:

@@ -114,6 +114,13 @@ def _children_per_key(
     link: Link, tables: Mapping[str, LinkedTable], entities: list[np.ndarray], secret: Salt
 ) -> KeyHistogram:
     child, parent = tables[link.child].frame, tables[link.key.parent].frame
+    anonymization = tables[link.child].anonymization
+    if anonymization is None:
+        raise LinkingError(
+            f"table {link.child}: its engine is not SynDiffix, and the children per {link.key.parent} row "
+            f"({link.key.label}) would be counted outside its privacy budget; make {link.key.parent} its "
+            "entity (an AID column of the parent) or synthesize it with syndiffix"
+        )
     positions = parent_positions(child, link.key, parent)
     return key_histogram(
         positions,
@@ -122,6 +129,7 @@ def _children_per_key(
         child,
         secret,
         f"{link.child} {link.key.label}",
+        anonymization,
     )
 
 
