@@ -52,6 +52,21 @@ def test_weak_columns_open_their_own_clusters_and_capacity_limits_the_initial_cl
     assert [c.columns for c in clusters.derived] == [(3, 4), (5,)]
 
 
+def test_a_further_stitch_column_is_the_one_most_tied_to_a_cluster_member():
+    # Initial cluster {0, 1, 2, 5, 6} is full (weight 3 each); {3, 4} opens a derived cluster with room for
+    # two stitch columns. Column 0 is the best link on average; column 1 is tied a little to both members,
+    # column 2 strongly to member 3 only: the second stitch column is 2, which carries the strongest link.
+    dependence = block_matrix([[0, 1, 2, 5, 6], [3, 4]], 7)
+    for candidate, (to_3, to_4) in {0: (0.35, 0.35), 1: (0.25, 0.25), 2: (0.45, 0.02)}.items():
+        dependence[candidate, 3] = dependence[3, candidate] = to_3
+        dependence[candidate, 4] = dependence[4, candidate] = to_4
+    builder = ClusterBuilder(dependence, np.full(7, 4.0), max_weight=15, merge_threshold=0.1)
+    clusters = builder.build([0, 1, 2, 5, 6, 3, 4])
+    assert set(clusters.initial) == {0, 1, 2, 5, 6}
+    assert [c.columns for c in clusters.derived] == [(3, 4)]
+    assert clusters.derived[0].stitch_columns == (0, 2)
+
+
 def test_main_column_is_the_first_stitch_column_of_every_derived_cluster():
     dependence = block_matrix([[0, 1], [2, 3], [4, 5]], 6)
     builder = ClusterBuilder(dependence, np.full(6, 9.0), max_weight=15, merge_threshold=0.1, main_column=0)

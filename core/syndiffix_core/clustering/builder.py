@@ -226,7 +226,13 @@ class ClusterBuilder:
         stitch = [first[3]]
         covered = first[2]
         total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[3]]
-        for _, maximum, total, candidate in scored:
+        # A further stitch column carries its strongest link into the cluster, so candidates are tried by
+        # their maximum dependence to a cluster column (then their total): the weight limit then leaves
+        # out a column weakly tied to every member rather than one strongly tied to one member.
+        by_maximum = sorted(
+            scored, key=lambda item: (math.floor(item[1] / MAX_DEPENDENCE_STEP), item[2]), reverse=True
+        )
+        for _, maximum, total, candidate in by_maximum:
             if candidate == first[3] or maximum < self.merge_threshold:
                 continue
             if total_weight + self.weights[candidate] > self.max_weight:
