@@ -16,8 +16,8 @@ Each run is its own child process and its peak RSS is that child's own (os.wait4
 user + system time of the child and its worker processes (for synthesize(): around the call), the fairer
 figure on a shared machine. The per-stage breakdown of synthesize() comes from the engine's DEBUG
 stage log (`syndiffix_core.synthesizer`). `hash` is a digest of the output frame (same salt -> same
-hash: use it to check that a speed change left the output identical). Target (issue): 1M x 10 in
-<= 60 s wall with peak RSS <= 2 GiB.
+hash: use it to check that a speed change left the output identical). Targets: 1M x 10 synthesize()
+in <= 20 s wall on 2 cores with peak RSS <= 0.7 GiB; the CLI <= 1.3x synthesize().
 """
 
 from __future__ import annotations
