@@ -134,4 +134,11 @@ def test_a_linked_set_with_a_short_table_writes_none_of_its_tables(tmp_path):
         TooFewRowsError, match=r"^table orders: the synthetic output has \d+ rows, fewer than min_rows=100000"
     ):
         run_linked_set(config, linked_set, salt=SALT)
-    assert table_names(sa.create_engine(f"sqlite:///{tmp_path / 'synthetic.db'}"), None) == set()
+    target = sa.create_engine(f"sqlite:///{tmp_path / 'synthetic.db'}")
+    assert table_names(target, None) == {"syndiffix_lineage"}  # no synthetic table, only the record
+    failed = lineage_rows(target, None)
+    assert sorted((r["target_table"], r["status"], r["synthetic_rows"]) for r in failed) == [
+        ("customers", "failed", 0),
+        ("orders", "failed", 0),
+    ]
+    assert {r["error_class"] for r in failed} == {"syndiffix_ops.run_errors.TooFewRowsError"}
