@@ -182,14 +182,32 @@ def test_a_linked_set_joins_with_the_sources_sql_and_keeps_its_keys(linked_db, v
     assert results[0].metrics["links"]["key_values_in_source"]["customer_id"] < 0.01
 
 
-def test_a_failure_while_writing_the_set_leaves_every_previous_table_and_lineage(linked_db):
-    engine, schema = linked_db
+def _first_set(engine, schema):
+    """Write the set once (run "first"): (config, linked set, what a failed later run must leave)."""
     _make_source(engine, schema, declare_keys=True)
     config = _config(engine, schema, virtual_keys=False)
     linked_set = _linked_set(config, engine)
     run_linked_set(config, linked_set, salt=SALT, run_id="first")
-    before = [_frame(engine, schema, t) for t in ("customers_synth", "orders_synth")]
-    before_lineage = _lineage(engine, schema)
+    previous = (
+        [_frame(engine, schema, t) for t in ("customers_synth", "orders_synth")],
+        _lineage(engine, schema),
+    )
+    return config, linked_set, previous
+
+
+def _assert_unchanged(engine, schema, previous) -> None:
+    """The previous set and its lineage are as they were, and no staging or old table is left."""
+    frames, lineage = previous
+    for name, frame in zip(("customers_synth", "orders_synth"), frames, strict=True):
+        pd.testing.assert_frame_equal(_frame(engine, schema, name), frame)
+    pd.testing.assert_frame_equal(_lineage(engine, schema), lineage)
+    tables = sa.inspect(engine).get_table_names(schema=schema)
+    assert not [t for t in tables if t.startswith((STAGING_PREFIX, OLD_PREFIX))]
+
+
+def test_a_failure_while_writing_the_set_leaves_every_previous_table_and_lineage(linked_db):
+    engine, schema = linked_db
+    config, linked_set, previous = _first_set(engine, schema)
     with engine.begin() as conn:  # the database refuses the second run's lineage: after both swaps
         if engine.dialect.name == "sqlite":
             conn.exec_driver_sql(
@@ -203,23 +221,14 @@ def test_a_failure_while_writing_the_set_leaves_every_previous_table_and_lineage
 
     with pytest.raises(sa.exc.DBAPIError):
         run_linked_set(config, linked_set, salt=b"another salt", run_id="second")
-    for name, frame in zip(("customers_synth", "orders_synth"), before, strict=True):
-        pd.testing.assert_frame_equal(_frame(engine, schema, name), frame)
-    pd.testing.assert_frame_equal(_lineage(engine, schema), before_lineage)
-    tables = sa.inspect(engine).get_table_names(schema=schema)
-    assert not [t for t in tables if t.startswith((STAGING_PREFIX, OLD_PREFIX))]
+    _assert_unchanged(engine, schema, previous)
 
 
 def test_a_set_failing_mid_write_leaves_the_previous_set_as_it_was(linked_db):
     """The second table of a set breaks its primary key while it is staged, after the first table is
     staged (and, on MySQL/MariaDB, committed): the previous set stays, no helper table is left."""
     engine, schema = linked_db
-    _make_source(engine, schema, declare_keys=True)
-    config = _config(engine, schema, virtual_keys=False)
-    linked_set = _linked_set(config, engine)
-    run_linked_set(config, linked_set, salt=SALT, run_id="first")
-    before = [_frame(engine, schema, t) for t in ("customers_synth", "orders_synth")]
-    before_lineage = _lineage(engine, schema)
+    _, _, previous = _first_set(engine, schema)
     columns = {
         name: [
             TargetColumn(c["name"], c["type"], value_kind(c["type"]))
@@ -248,11 +257,7 @@ def test_a_set_failing_mid_write_leaves_the_previous_set_as_it_was(linked_db):
             engine, schema=schema, tables=writes, constraints=True, before_commit=recorded.append
         )
     assert recorded == []
-    for name, frame in zip(("customers_synth", "orders_synth"), before, strict=True):
-        pd.testing.assert_frame_equal(_frame(engine, schema, name), frame)
-    pd.testing.assert_frame_equal(_lineage(engine, schema), before_lineage)
-    tables = sa.inspect(engine).get_table_names(schema=schema)
-    assert not [t for t in tables if t.startswith((STAGING_PREFIX, OLD_PREFIX))]
+    _assert_unchanged(engine, schema, previous)
 
 
 def test_a_cycle_of_not_null_keys_is_refused_naming_it(tmp_path):
