@@ -55,6 +55,16 @@ def linked_source(pg_url):
     return pg_url
 
 
+def _orders_joining_customers(conn, schema: str) -> tuple[int, int]:
+    """(orders, orders whose customer_id finds a customer) in the synthetic copies."""
+    return tuple(
+        conn.exec_driver_sql(
+            f"SELECT count(*), count(c.customer_id) FROM {schema}.orders o "
+            f"LEFT JOIN {schema}.customers c ON o.customer_id = c.customer_id"
+        ).one()
+    )
+
+
 def test_a_linked_set_is_one_task_in_its_own_group_and_unrelated_tables_stay_mapped(airflow_env, tmp_path):
     from syndiffix_ops.airflow.dag_factory import build_dag
 
@@ -79,10 +89,7 @@ def test_the_linked_set_runs_in_airflow_and_its_copies_join(
     engine = sa.create_engine(linked_source)
     try:
         with engine.connect() as conn:
-            orders, joined = conn.exec_driver_sql(
-                f"SELECT count(*), count(c.customer_id) FROM {TARGET_SCHEMA}.orders o "
-                f"LEFT JOIN {TARGET_SCHEMA}.customers c ON o.customer_id = c.customer_id"
-            ).one()
+            orders, joined = _orders_joining_customers(conn, TARGET_SCHEMA)
             assert orders == joined > 0
             lineage = conn.exec_driver_sql(
                 f"SELECT target_table, airflow_task_id FROM {TARGET_SCHEMA}.syndiffix_lineage "
@@ -152,10 +159,7 @@ def test_keys_the_source_declares_group_tables_when_the_tasks_run(
             states = {ti.rendered_map_index: ti.state for ti in instances}
         assert states == {"customers": "success", "orders": "skipped", "weather": "success"}
         with engine.connect() as conn:
-            orders, joined = conn.exec_driver_sql(
-                f"SELECT count(*), count(c.customer_id) FROM {DECLARED_TARGET}.orders o "
-                f"JOIN {DECLARED_TARGET}.customers c ON o.customer_id = c.customer_id"
-            ).one()
+            orders, joined = _orders_joining_customers(conn, DECLARED_TARGET)
             assert orders == joined > 0
             written = (
                 conn.exec_driver_sql(
