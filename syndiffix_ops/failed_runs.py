@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -41,11 +42,11 @@ def tracking(notify: Progress, stage: RunStage) -> Progress:
 
 def record_failed_outputs(
     config: PipelineConfig,
-    effective: EffectiveTable,
+    tables: Sequence[tuple[EffectiveTable, SourceTable | None]],
     source_url: sa.URL,
     target: sa.Engine,
-    source: SourceTable | None,
     *,
+    label: str,
     run_id: str,
     airflow: AirflowIds | None,
     started: dt.datetime,
@@ -53,18 +54,21 @@ def record_failed_outputs(
     stage: str,
     skip: set[tuple[str | None, str]],
 ) -> None:
-    """One `failed` lineage row per output the run did not write. Best effort: when the target itself is
-    what failed, the error is logged and the original error stands."""
-    table = effective.table
+    """One `failed` lineage row per output of `tables` (each with its source, None when not reflected
+    yet) that the run did not write, in one write. Best effort: when the target itself is what failed,
+    the error is logged and the original error stands."""
     version = code_version()
+    finished = dt.datetime.now(dt.UTC)
     records = [
         LineageRecord(
             run_id=run_id,
             target_table=target_name,
             column_set=column_set,
-            source=SourceIdentity.from_url(source_url, source.qualified_name if source else table.source),
+            source=SourceIdentity.from_url(
+                source_url, source.qualified_name if source else effective.table.source
+            ),
             columns=[],
-            aid_columns=list(table.aid_columns),
+            aid_columns=list(effective.table.aid_columns),
             engine=effective.engine,
             package_version=version.package_version,
             code_commit=version.commit,
@@ -74,7 +78,7 @@ def record_failed_outputs(
             source_schema=source.schema_snapshot() if source else [],
             synthetic_rows=0,
             started_at=started,
-            finished_at=dt.datetime.now(dt.UTC),
+            finished_at=finished,
             status="failed",
             airflow_dag_id=airflow.dag_id if airflow else None,
             airflow_task_id=airflow.task_id if airflow else None,
@@ -83,14 +87,13 @@ def record_failed_outputs(
             error_stage=stage,
             error_message=safe_error_message(error),
         )
-        for column_set, target_name in table.output_targets().items()
+        for effective, source in tables
+        for column_set, target_name in effective.table.output_targets().items()
         if (column_set, qualified_name(config.target_schema, target_name)) not in skip
     ]
     try:
         record_failure(target, config.target_schema, records)
     except Exception as lineage_error:
         log.warning(
-            "table %s: could not record the failed run in lineage (%s)",
-            table.display_name,
-            type(lineage_error).__name__,
+            "%s: could not record the failed run in lineage (%s)", label, type(lineage_error).__name__
         )

@@ -102,20 +102,19 @@ def run_linked_set(
             )
         except Exception as error:
             if not dry_run and not isinstance(error, RefusedConfigError):
-                for name in linked_set.tables:
-                    record_failed_outputs(
-                        config,
-                        config.effective(config.table(name)),
-                        source_engine.url,
-                        target_engine,
-                        sources.get(name),
-                        run_id=run_id,
-                        airflow=airflow,
-                        started=run_started,
-                        error=error,
-                        stage=stage.name,
-                        skip=set(),
-                    )
+                record_failed_outputs(
+                    config,
+                    [(config.effective(config.table(name)), sources.get(name)) for name in linked_set.tables],
+                    source_engine.url,
+                    target_engine,
+                    label=label,
+                    run_id=run_id,
+                    airflow=airflow,
+                    started=run_started,
+                    error=error,
+                    stage=stage.name,
+                    skip=set(),
+                )
             raise
 
 

@@ -173,10 +173,10 @@ def run_table(
                 written = {(r.column_set, r.target_table) for r in results}
                 record_failed_outputs(
                     config,
-                    effective,
+                    [(effective, source_table)],
                     source_engine.url,
                     target_engine,
-                    source_table,
+                    label=label,
                     run_id=run_id,
                     airflow=airflow,
                     started=run_started,
