@@ -108,7 +108,9 @@ def main() -> None:
             for rows in sorted(args.rows):
                 figures = run(rows, columns, aid, args.workers, args.max_rss_gib)
                 if figures is None:
-                    print(f"{rows:>9} {columns:>4} {'yes' if aid else 'no':>4}  stopped above {args.max_rss_gib} GiB")
+                    print(
+                        f"{rows:>9} {columns:>4} {'yes' if aid else 'no':>4}  stopped above {args.max_rss_gib} GiB"
+                    )
                     break
                 cells = rows * (columns + aid)
                 print(

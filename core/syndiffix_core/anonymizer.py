@@ -33,18 +33,63 @@ class Entities:
     """Entity data of a table, in input row order.
 
     `hashes[a]` is the salted hash per row for AID column a (0 = null AID); `ids[a]` the dense entity
-    index per row (-1 = null), or `ids is None` when each row is its own entity.
+    index per row (-1 = null), or `ids is None` when each row is its own entity. With AID columns,
+    `hashes[a]` is `entity_hashes[a][ids[a]]` (0 where null).
     """
 
     hashes: tuple[np.ndarray, ...]
     ids: tuple[np.ndarray, ...] | None
     entity_hashes: tuple[np.ndarray, ...] | None  # hash per dense entity index
-    # The root of every tree holds all rows: its heaviest entities per AID column, ranked once.
-    root_top: dict = field(default_factory=dict, compare=False, repr=False)
+    # The root of every tree holds all rows: its entities per AID column, counted and ranked once.
+    roots: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def implicit(self) -> bool:
         return self.ids is None
+
+    def root(self, column: int) -> _RootEntities:
+        if column not in self.roots:
+            self.roots[column] = _RootEntities(self.ids[column], self.entity_hashes[column])
+        return self.roots[column]
+
+
+class _RootEntities:
+    """One AID column's entities over all rows (every tree's root): the same in every tree."""
+
+    def __init__(self, ids: np.ndarray, entity_hashes: np.ndarray):
+        self.known = int(np.count_nonzero(ids >= 0))
+        self.rows = ids.size
+        self._rows_per_entity = np.bincount(ids[ids >= 0], minlength=entity_hashes.size)
+        present = self._rows_per_entity > 0
+        self.distinct = int(np.count_nonzero(present))
+        self.seed = np.bitwise_xor.reduce(entity_hashes[present])
+        self._entity_hashes = entity_hashes
+        # Hash per entity index, 0 at index -1 (null): rows' hashes in any order are a lookup in this
+        # small table, cheaper than gathering the table-sized row hashes in that order.
+        self.hash_of_id = np.r_[entity_hashes, np.uint64(0)]
+        self._top: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def stats(self) -> _EntityStats:
+        return _EntityStats(
+            distinct=np.array([self.distinct], dtype=np.int64),
+            seed=np.array([self.seed], dtype=np.uint64),
+            unaccounted=np.array([self.rows - self.known], dtype=np.float64),
+            known=np.array([self.known], dtype=np.int64),
+            several=np.array([self.known > self.distinct]),
+            top_entities=lambda nodes, top_n: self.top_entities(top_n),
+        )
+
+    def top_entities(self, top_n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The root's `top_n` heaviest entities (ties in entity order), as `_rank_top` gives them."""
+        if top_n not in self._top:
+            entity = np.flatnonzero(self._rows_per_entity)
+            contribution = self._rows_per_entity[entity]
+            node = np.zeros(entity.size, dtype=np.int64)
+            candidates = _top_candidates(node, contribution, 1, top_n)
+            self._top[top_n] = _rank_top(
+                node[candidates], self._entity_hashes[entity[candidates]], contribution[candidates], 1, top_n
+            )
+        return self._top[top_n]
 
 
 SharedLevels = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -73,11 +118,9 @@ class SortedEntities:
             self.ids = tuple(ids[order] for ids in entities.ids)
             if shared_levels is not None:
                 self.repeats = tuple(
-                    EntityRepeats(
-                        ids, hashes[order], entity_hashes, shared_levels, entities.root_top.setdefault(a, {})
-                    )
-                    for a, (ids, hashes, entity_hashes) in enumerate(
-                        zip(self.ids, entities.hashes, entities.entity_hashes, strict=True)
+                    EntityRepeats(ids, entity_hashes, shared_levels, entities.root(a))
+                    for a, (ids, entity_hashes) in enumerate(
+                        zip(self.ids, entities.entity_hashes, strict=True)
                     )
                 )
 
@@ -87,66 +130,80 @@ class EntityRepeats:
 
     Row q repeats its entity in a node iff the entity's previous row p (in this order) is in the same
     node, i.e. iff the node's depth is at most the levels p and q share. Per depth, the repeat rows
-    still inside their node form a shrinking sorted subset, so a node's repeat count and XOR are two
-    lookups in that subset's prefix arrays, and the node's distinct entities follow from its rows with
-    an AID (a prefix count) and the XOR of their hashes (a prefix XOR).
+    still inside their node form a shrinking subset, held twice: by position, so a node's repeat count
+    and XOR are two lookups in prefix arrays (its distinct entities follow from its rows with an AID
+    and the XOR of their hashes), and in entity order, where an entity's repeat rows in one node are a
+    chain, for ranking the heaviest entities. Per level, the node of every repeat row is written
+    at its position, so the node of a chain is read there, not searched. The root (depth 0, all rows) is the
+    same in every tree and counted once (`_RootEntities`), so only repeat rows that share at least
+    one level with their previous row are kept.
     """
 
-    def __init__(self, ids, row_hashes, entity_hashes, shared_levels: SharedLevels, root_top: dict):
+    def __init__(self, ids, entity_hashes, shared_levels: SharedLevels, root: _RootEntities):
         n = ids.size
-        self._root_top = root_top
+        row_hashes = root.hash_of_id[ids]
+        self._root = root
         self.ids = ids
         self.entity_hashes = entity_hashes
-        self.known_prefix = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(ids >= 0, out=self.known_prefix[1:])
+        self.known_prefix = None  # every row has an AID: a range's known rows are its rows
+        if root.known < n:
+            self.known_prefix = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(ids >= 0, out=self.known_prefix[1:])
         self.xor_prefix = np.zeros(n + 1, dtype=np.uint64)
         np.bitwise_xor.accumulate(row_hashes, out=self.xor_prefix[1:])
-        # (entity, position) in one sorted uint64: each entity's rows are then consecutive.
-        row_bits = max(1, (n - 1).bit_length())
-        packed = (ids + 1).astype(np.uint64) << np.uint64(row_bits)
-        packed |= np.arange(n, dtype=np.uint64)
-        packed.sort()
-        entity = packed >> np.uint64(row_bits)
-        position = (packed & np.uint64((1 << row_bits) - 1)).astype(np.int32 if n < 2**31 else np.int64)
-        del packed
-        again = np.flatnonzero((entity[1:] == entity[:-1]) & (entity[1:] != 0))
-        # Repeat rows in entity order (each entity's rows by position) with their previous row.
-        self._row, self._previous = position[again + 1], position[again]
-        self._entity = (entity[again + 1] - np.uint64(1)).astype(np.int64)
-        self._row_shared = shared_levels(self._previous, self._row)
-        del entity, position, again
-        # The same rows sorted by position, with the shared levels in the low byte of one packed key.
-        packed = self._row.astype(np.uint64) << np.uint64(8)
-        packed |= self._row_shared.astype(np.uint64)
-        packed.sort()
-        self._positions = (packed >> np.uint64(8)).astype(self._row.dtype)
-        self._shared = (packed & np.uint64(0xFF)).astype(np.uint8)
-        del packed
+        row, previous = _repeat_rows(ids)
+        shared = shared_levels(previous, row)
+        below_root = np.flatnonzero(shared >= 1)
+        # Entity order: each repeat row with its entity's previous row and the levels they share.
+        self._row, self._previous, self._row_shared = (
+            row[below_root],
+            previous[below_root],
+            shared[below_root],
+        )
+        del row, previous, shared, below_root
+        # Position order, by marking each repeat row's shared levels at its place (a row repeats at
+        # most once: no sort); `_node_of_row` is reused for the node of each repeat row per level.
+        self._node_of_row = np.zeros(n, dtype=np.int32)
+        self._node_of_row[self._row] = self._row_shared
+        self._positions = np.flatnonzero(self._node_of_row).astype(self._row.dtype)
+        self._shared = self._node_of_row[self._positions].astype(np.uint8)
         self._hashes = row_hashes[self._positions]
-        self._depth = -1
-        self._xor = np.zeros(1, dtype=np.uint64)
+        self._depth = 0  # the depth that `_xor` serves (none yet)
+        self._xor = None
 
     def _at_depth(self, depth: int) -> None:
         """Keep the repeat rows that still share their node at `depth` (depths come in increasing order)."""
         if depth == self._depth:
             return
-        keep = self._shared >= depth
-        if not keep.all():
+        kept = np.flatnonzero(self._shared >= depth)
+        if kept.size < self._shared.size:  # (one index array serves three takes: faster than masks)
             self._positions, self._shared, self._hashes = (
-                self._positions[keep],
-                self._shared[keep],
-                self._hashes[keep],
+                self._positions.take(kept),
+                self._shared.take(kept),
+                self._hashes.take(kept),
+            )
+            kept = np.flatnonzero(self._row_shared >= depth)
+            self._row, self._previous, self._row_shared = (
+                self._row.take(kept),
+                self._previous.take(kept),
+                self._row_shared.take(kept),
             )
         self._xor = np.zeros(self._positions.size + 1, dtype=np.uint64)
         np.bitwise_xor.accumulate(self._hashes, out=self._xor[1:])
         self._depth = depth
 
     def level_stats(self, depth: int, starts: np.ndarray, ends: np.ndarray) -> _EntityStats:
+        """Per node [starts, ends) of tree level `depth` (depth 0: the root, all rows)."""
+        if depth == 0:
+            return self._root.stats()
         self._at_depth(depth)
         first = np.searchsorted(self._positions, starts)
         stop = np.searchsorted(self._positions, ends)
         repeats = stop - first
-        known = self.known_prefix[ends] - self.known_prefix[starts]
+        if self.known_prefix is None:
+            known = ends - starts
+        else:
+            known = self.known_prefix[ends] - self.known_prefix[starts]
         distinct = known - repeats
         seed = self.xor_prefix[ends] ^ self.xor_prefix[starts] ^ self._xor[stop] ^ self._xor[first]
         return _EntityStats(
@@ -155,71 +212,121 @@ class EntityRepeats:
             unaccounted=((ends - starts) - known).astype(np.float64),
             known=known,
             several=repeats > 0,
-            top_entities=lambda nodes, top_n: self._top_entities(starts, ends, distinct, nodes, top_n),
+            top_entities=lambda nodes, top_n: self._rank_nodes(
+                starts, ends, first, stop, distinct, nodes, top_n
+            ),
         )
 
-    def _top_entities(self, starts, ends, distinct, nodes, top_n):
-        if self._depth == 0:  # the root (all rows): the same in every tree
-            if top_n not in self._root_top:
-                self._root_top[top_n] = self._rank_nodes(starts, ends, distinct, nodes, top_n)
-            return self._root_top[top_n]
-        return self._rank_nodes(starts, ends, distinct, nodes, top_n)
-
-    def _rank_nodes(self, starts, ends, distinct, nodes, top_n):
-        """Heaviest entities of `nodes` (a level's nodes [starts, ends)) from the repeat rows: in entity
-        order, an entity's repeat rows in one node are a chain of entries each following the previous
-        one's row, and c rows in the node make c - 1 entries. A node with fewer than `top_n` entities
-        of several rows also ranks its entities of one row, from all its rows."""
-        keep = self._row_shared >= self._depth
-        if not keep.all():  # the entity-order copy is narrowed only when a level needs it
-            self._row, self._previous, self._entity, self._row_shared = (
-                self._row[keep],
-                self._previous[keep],
-                self._entity[keep],
-                self._row_shared[keep],
-            )
+    def _rank_nodes(self, starts, ends, first, stop, distinct, nodes, top_n):
+        """Heaviest entities of `nodes` (a level's nodes [starts, ends), their repeat rows [first, stop)
+        in position order): in entity order, an entity's repeat rows in one node are a chain of entries
+        each following the previous one's row, and c rows in the node make c - 1 entries. A node with
+        fewer than `top_n` entities of several rows also ranks its entities of one row."""
         chain_start = np.flatnonzero(np.r_[True, self._previous[1:] != self._row[:-1]])
-        first_row = self._row[chain_start]
-        node = np.searchsorted(starts, first_row, side="right") - 1
-        # Repeat rows whose node was not stored at this level (too few rows) belong to no node.
-        inside = node >= 0
-        inside[inside] = first_row[inside] < ends[node[inside]]
-        index = np.full(starts.size, -1, dtype=np.int64)
-        index[nodes] = np.arange(nodes.size)
-        chain_node = np.full(node.size, -1, dtype=np.int64)
-        chain_node[inside] = index[node[inside]]
-        selected = chain_node >= 0
-        pair_node, entity = chain_node[selected], self._entity[chain_start[selected]]
+        # The node (index into `nodes`, -1 for none) of every repeat row, written at its position.
+        counts = stop[nodes] - first[nodes]
+        node_of_entry = np.full(self._positions.size, -1, dtype=np.int32)
+        node_of_entry[_concatenated_ranges(first[nodes], counts)] = np.repeat(
+            np.arange(nodes.size, dtype=np.int32), counts
+        )
+        self._node_of_row[self._positions] = node_of_entry
+        chain_node = self._node_of_row[self._row[chain_start]].astype(np.int64)
+        selected = np.flatnonzero(chain_node >= 0)
+        pair_node, first_row = chain_node[selected], self._row[chain_start[selected]]
         contribution = np.diff(np.r_[chain_start, self._row.size])[selected] + 1
         candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
         ranked = np.bincount(pair_node, minlength=nodes.size)
-        pair_node, entity, contribution = pair_node[candidates], entity[candidates], contribution[candidates]
+        pair_node, contribution = pair_node[candidates], contribution[candidates]
+        entity = self.ids[first_row[candidates]]
         top = _rank_top(pair_node, self.entity_hashes[entity], contribution, nodes.size, top_n)
-        all_rows = np.flatnonzero((ranked < top_n) & (distinct[nodes] > ranked))
-        if all_rows.size:
-            counts = (ends - starts)[nodes[all_rows]]
-            rows = _concatenated_ranges(starts[nodes[all_rows]], counts)
-            ids = self.ids[rows]
-            row_node = np.repeat(np.arange(all_rows.size, dtype=np.int64), counts)
-            known = ids >= 0
-            pair_node, entity, contribution = _distinct_pairs(
-                row_node[known], ids[known], self.entity_hashes.size
-            )
-            # Fewer than top_n entities have several rows, so the ranked one-row entities are among the
-            # top_n smallest entity indices of the node (pairs come sorted by node, then entity).
-            node_start = np.searchsorted(pair_node, np.arange(all_rows.size))
-            smallest = (np.arange(pair_node.size) - node_start[pair_node]) < top_n
-            candidates = np.flatnonzero(smallest | (contribution > 1))
-            pair_node, entity, contribution = (
-                pair_node[candidates],
-                entity[candidates],
-                contribution[candidates],
+        light = np.flatnonzero((ranked < top_n) & (distinct[nodes] > ranked))
+        if light.size:
+            # All the chains of a light node are candidates (it has fewer than top_n of them).
+            light_index = np.full(nodes.size, -1, dtype=np.int64)
+            light_index[light] = np.arange(light.size)
+            chains = np.flatnonzero(light_index[pair_node] >= 0)
+            pair_node, entity, contribution = _light_node_pairs(
+                self.ids,
+                starts[nodes[light]],
+                ends[nodes[light]],
+                (light_index[pair_node[chains]], entity[chains], contribution[chains]),
+                self.entity_hashes.size,
+                top_n,
             )
             top_contribution, top_hash = _rank_top(
-                pair_node, self.entity_hashes[entity], contribution, all_rows.size, top_n
+                pair_node, self.entity_hashes[entity], contribution, light.size, top_n
             )
-            top[0][all_rows], top[1][all_rows] = top_contribution, top_hash
+            top[0][light], top[1][light] = top_contribution, top_hash
         return top
+
+
+def _repeat_rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, previous row) of every position whose entity has an earlier position, in entity order
+    (each entity's rows by position); positions as int32 when they fit."""
+    n = ids.size
+    # (entity, position) in one sorted uint64: each entity's rows are then consecutive.
+    row_bits = max(1, (n - 1).bit_length())
+    packed = ids.astype(np.uint64)
+    packed += np.uint64(1)  # null (-1) -> 0
+    packed <<= np.uint64(row_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    entity = packed >> np.uint64(row_bits)
+    again = np.flatnonzero((entity[1:] == entity[:-1]) & (entity[1:] != 0))
+    del entity
+    position = (packed & np.uint64((1 << row_bits) - 1)).astype(np.int32 if n < 2**31 else np.int64)
+    return position[again + 1], position[again]
+
+
+def _range_entities(ids: np.ndarray, entity_hashes: np.ndarray) -> tuple[int, np.uint64]:
+    """Distinct entities of the rows `ids` (-1 = null) and the XOR of their hashes, by marking the
+    entities present (one pass over the rows, no sort)."""
+    present = np.zeros(entity_hashes.size + 1, dtype=bool)
+    present[ids + 1] = True
+    present = present[1:]
+    return int(np.count_nonzero(present)), np.bitwise_xor.reduce(entity_hashes[present])
+
+
+def _light_node_pairs(ids, starts, ends, chains, entity_count: int, top_n: int):
+    """(node, entity, rows) sorted by node then entity: what can rank among the `top_n` heaviest
+    entities of nodes [starts, ends) that hold fewer than `top_n` entities of several rows, i.e. those
+    (`chains`: node, entity, rows, from the repeat rows) and the `top_n` smallest entity indices of
+    each node (its one-row entities come in that order).
+
+    The smallest indices come without sorting every row: entity indices are cut into bins, and per
+    node only the rows of the bins up to the one where its distinct entities (rows minus repeat rows
+    per bin) reach `top_n` are paired by sort; the chains of later bins are added to those pairs.
+    """
+    chain_node, chain_entity, chain_rows = chains
+    n_nodes = starts.size
+    counts = ends - starts
+    row_ids = ids[_concatenated_ranges(starts, counts)]
+    row_node = np.repeat(np.arange(n_nodes, dtype=np.int64), counts)
+    known = row_ids >= 0
+    row_ids, row_node = row_ids[known], row_node[known]
+    # About four rows per bin in a node of average size.
+    wanted_bins = max(1, row_ids.size // (4 * n_nodes))
+    shift = max(0, (entity_count - 1).bit_length() - wanted_bins.bit_length())
+    n_bins = ((entity_count - 1) >> shift) + 1
+    row_bin = row_ids >> shift
+    chain_bin = chain_entity >> shift
+    distinct = np.bincount(row_node * n_bins + row_bin, minlength=n_nodes * n_bins)
+    distinct -= np.bincount(
+        chain_node * n_bins + chain_bin, weights=chain_rows - 1, minlength=n_nodes * n_bins
+    ).astype(np.int64)
+    reached = np.cumsum(distinct.reshape(n_nodes, n_bins), axis=1) >= top_n
+    last_bin = np.where(reached[:, -1], reached.argmax(axis=1), n_bins - 1)
+    paired = row_bin <= last_bin[row_node]
+    pair_node, entity, rows = _distinct_pairs(row_node[paired], row_ids[paired], entity_count)
+    node_start = np.searchsorted(pair_node, np.arange(n_nodes))
+    smallest = (np.arange(pair_node.size) - node_start[pair_node]) < top_n
+    kept = np.flatnonzero(smallest | (rows > 1))
+    later = np.flatnonzero(chain_bin > last_bin[chain_node])
+    pair_node = np.concatenate([pair_node[kept], chain_node[later]])
+    entity = np.concatenate([entity[kept], chain_entity[later]])
+    rows = np.concatenate([rows[kept], chain_rows[later]])
+    order = np.argsort(pair_node * max(entity_count, 1) + entity)
+    return pair_node[order], entity[order], rows[order]
 
 
 def _distinct_pairs(node: np.ndarray, ids: np.ndarray, entity_count: int):
@@ -351,14 +458,17 @@ class CountAnonymizer:
 
     def low_count(self, sorted_entities: SortedEntities, start: int, end: int) -> bool:
         """The LCF decision alone for the rows at positions [start, end) of `sorted_entities`' order."""
-        starts, ends = np.array([start], dtype=np.int64), np.array([end], dtype=np.int64)
         if sorted_entities.implicit:
             prefix = sorted_entities.xor_prefix
-            return bool(self._thresholds(ends - starts, prefix[ends] ^ prefix[starts])[0][0])
-        return any(
-            bool(self._thresholds(stats.distinct, stats.seed)[0][0])
-            for stats in _range_stats(sorted_entities, starts, ends)
-        )
+            seed = prefix[end] ^ prefix[start]
+            return bool(self._thresholds(np.array([end - start]), np.array([seed], dtype=np.uint64))[0][0])
+        for ids, entity_hashes in zip(
+            sorted_entities.ids, sorted_entities.entities.entity_hashes, strict=True
+        ):
+            distinct, seed = _range_entities(ids[start:end], entity_hashes)
+            if self._thresholds(np.array([distinct]), np.array([seed], dtype=np.uint64))[0][0]:
+                return True
+        return False
 
     def count_ranges(
         self,
@@ -389,34 +499,36 @@ class CountAnonymizer:
         return NodeCounts(lcf_low, sing_low, range_low, noisy, counts)
 
     def _count_explicit(self, per_column: list[_EntityStats], counts, bucket_seeds) -> NodeCounts:
-        n_nodes = counts.size
-        lcf_low = np.zeros(n_nodes, dtype=bool)
-        sing_low = np.zeros(n_nodes, dtype=bool)
-        range_low = np.zeros(n_nodes, dtype=bool)
-        best_flattening = np.full(n_nodes, -1.0)
-        best_count = np.zeros(n_nodes)
-        best_sd = np.full(n_nodes, -1.0)
-        best_noise = np.zeros(n_nodes)
-        no_count = np.zeros(n_nodes, dtype=bool)
-        for entity_stats in per_column:
+        """Per AID column: thresholds, flattening and noise; a node is low if low for any column, and
+        takes the largest flattening (then count) and the largest noise SD (then |noise|)."""
+        lcf_low, sing_low, range_low = self._thresholds(per_column[0].distinct, per_column[0].seed)
+        for entity_stats in per_column[1:]:
             lows = self._thresholds(entity_stats.distinct, entity_stats.seed)
-            lcf_low |= lows[0]
-            sing_low |= lows[1]
-            range_low |= lows[2]
+            lcf_low, sing_low, range_low = lcf_low | lows[0], sing_low | lows[1], range_low | lows[2]
+        bucket_noise = self.salt.gaussian(bucket_seeds, "noise")
+        smallest_count = self.params.outlier_count.lower + self.params.top_count.lower
+        no_count = np.zeros(counts.size, dtype=bool)
+        best = None
         for entity_stats in per_column:
-            distinct, seed, unaccounted = entity_stats.distinct, entity_stats.seed, entity_stats.unaccounted
             flattening, flattened, sd = self._flatten(entity_stats, ~lcf_low)
-            no_count |= distinct < (self.params.outlier_count.lower + self.params.top_count.lower)
-            total = flattened + np.maximum(unaccounted - flattening, 0.0)
-            noise = (self.salt.gaussian(bucket_seeds, "noise") + self.salt.gaussian(seed, "noise")) * sd
+            no_count |= entity_stats.distinct < smallest_count
+            total = flattened + np.maximum(entity_stats.unaccounted - flattening, 0.0)
+            noise = (bucket_noise + self.salt.gaussian(entity_stats.seed, "noise")) * sd
+            if best is None:
+                best = flattening, total, sd, noise
+                continue
+            best_flattening, best_count, best_sd, best_noise = best
             take_count = (flattening > best_flattening) | (
                 (flattening == best_flattening) & (total > best_count)
             )
-            best_flattening = np.where(take_count, flattening, best_flattening)
-            best_count = np.where(take_count, total, best_count)
             take_noise = (sd > best_sd) | ((sd == best_sd) & (np.abs(noise) > np.abs(best_noise)))
-            best_sd = np.where(take_noise, sd, best_sd)
-            best_noise = np.where(take_noise, noise, best_noise)
+            best = (
+                np.where(take_count, flattening, best_flattening),
+                np.where(take_count, total, best_count),
+                np.where(take_noise, sd, best_sd),
+                np.where(take_noise, noise, best_noise),
+            )
+        _, best_count, _, best_noise = best
         noisy = np.where(no_count, 0.0, np.rint(best_count + best_noise))
         return NodeCounts(lcf_low, sing_low, range_low, np.maximum(noisy, 1).astype(np.int64), counts)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 from itertools import combinations
 
 import numpy as np
@@ -83,9 +83,9 @@ def unit_positions(values: np.ndarray, low: float, size: float) -> np.ndarray:
 class TreeLevel:
     """All nodes of one depth of one tree (index = position in Morton order)."""
 
-    key: np.ndarray  # int64: parent index << k | child bits (0 for the root)
+    key: np.ndarray  # int32 (int64 past 2^31): parent index << k | child bits (0 for the root)
     rep_row: np.ndarray  # int32/int64: one input row of the node (its values give cells and singular points)
-    singular_dims: np.ndarray  # uint32 bitmask: bit j set if all rows share one value in dimension j
+    singular_dims: np.ndarray  # uint8 (uint16 past 8 dims): bit j set if all rows share one value in dim j
     singular: np.ndarray  # bool: singular in every dimension
     lcf_low: np.ndarray
     singularity_low: np.ndarray
@@ -93,7 +93,6 @@ class TreeLevel:
     stub: np.ndarray
     branch: np.ndarray  # bool: the node split; its children with >= 3 rows are in level depth + 1
     noisy_count: np.ndarray  # int32, >= 1
-    subnodes: np.ndarray  # int32 (n, k): index of each (k-1)-dim subnode at this depth, -1 if none
 
     @property
     def size(self) -> int:
@@ -108,6 +107,10 @@ class Tree:
     base_seed: int
     code_levels: int  # levels held by the sort code (62 for 1-dim trees, else the depth limit)
     levels: list[TreeLevel] = field(default_factory=list)
+    # Per depth, int32 (n, k): index of each node's (k-1)-dim subnode (dropping dimension i) at that
+    # depth, -1 if none. Only refinement reads them, for the nodes it refines: the harvest keeps those
+    # in its pool and sets this to None (the largest per-node field, k entries per node).
+    subnodes: list[np.ndarray] | None = field(default_factory=list)
 
     @property
     def dims(self) -> int:
@@ -222,6 +225,11 @@ class Forest:
         self.trees = {columns: tree for columns, tree in self.trees.items() if keep(columns)}
         self._cell_cache = {j: cells for j, cells in self._cell_cache.items() if j in cell_columns}
 
+    def rebuilt(self, columns: tuple[int, ...]) -> Tree:
+        """The tree over `columns` built again, with its subnodes (identical: everything is seeded)."""
+        self.trees.pop(tuple(sorted(columns)), None)
+        return self.tree(columns)
+
     def tree(self, columns: tuple[int, ...]) -> Tree:
         columns = tuple(sorted(columns))
         if columns not in self.trees:
@@ -281,7 +289,7 @@ class Forest:
         del code, sorted_code
         starts = np.zeros(1, dtype=np.int64)
         ends = np.full(1, order.size, dtype=np.int64)
-        key = np.zeros(1, dtype=np.int64)
+        key = np.zeros(1, dtype=np.int32)
         subnodes = np.zeros((1, k), dtype=np.int32) if k > 1 else np.zeros((1, 0), dtype=np.int32)
         sub_trees = [self.trees[s] for s in combinations(columns, k - 1)] if k > 1 else []
         # combinations() of the columns in order yields the subset dropping the LAST column first.
@@ -291,6 +299,7 @@ class Forest:
                 tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit
             )
             tree.levels.append(level)
+            tree.subnodes.append(subnodes)
             if depth == max_depth or not level.branch.any():
                 break
             split_nodes = np.flatnonzero(level.branch)
@@ -299,8 +308,8 @@ class Forest:
             )
             if starts.size == 0:
                 break
-            key = (parents << k) | child_bits
-            subnodes = self._child_subnodes(level.subnodes, parents, child_bits, sub_trees, depth + 1)
+            key = _narrow_keys((parents << k) | child_bits)
+            subnodes = self._child_subnodes(subnodes, parents, child_bits, sub_trees, depth + 1)
         return tree
 
     def _children_runs(self, layout, starts, ends, parents, depth, code_levels, k):
@@ -381,7 +390,7 @@ class Forest:
         return TreeLevel(
             key=key,
             rep_row=rep_row,
-            singular_dims=singular_dims,
+            singular_dims=singular_dims.astype(np.uint8 if k <= 8 else np.uint16),
             singular=singular,
             lcf_low=counts.lcf_low,
             singularity_low=counts.singularity_low,
@@ -389,7 +398,6 @@ class Forest:
             stub=stub,
             branch=branch,
             noisy_count=counts.noisy_count.astype(np.int32),
-            subnodes=subnodes,
         )
 
     @staticmethod
@@ -406,6 +414,8 @@ class Forest:
             keys = sub_tree.levels[depth].key
             if keys.size == 0:
                 continue
+            if keys.dtype == np.int32 and (target.size == 0 or target.max() < 2**31):
+                target = target.astype(np.int32)  # a search in keys of another dtype would copy them
             found = np.minimum(np.searchsorted(keys, target), keys.size - 1)
             ok = (parent_sub >= 0) & (keys[found] == target)
             result[:, i] = np.where(ok, found, -1)
@@ -510,8 +520,37 @@ def _first_difference_levels(differ: np.ndarray, code_levels: int, k: int) -> np
 
 
 def _shared_levels(code: np.ndarray, code_levels: int, k: int, earlier: np.ndarray, later: np.ndarray):
-    """Levels that sorted positions `earlier` and `later` share: their node is one down to that depth."""
-    return _first_difference_levels(code[earlier] ^ code[later], code_levels, k) - np.uint8(1)
+    """Levels that sorted positions `earlier` and `later` share: their node is one down to that depth.
+
+    The pairs come in entity order, so their codes are gathered at random: the top 16 code bits (a
+    2-byte copy of the codes, which stays in cache) decide every pair that differs there; only the
+    pairs equal in those bits gather their whole codes. Fewer pairs than the head table's 65536
+    entries (a small table) are read from the whole codes, which fit in cache anyway.
+    """
+    if earlier.size < 1 << _HEAD_BITS:
+        return _first_difference_levels(code.take(earlier) ^ code.take(later), code_levels, k) - np.uint8(1)
+    shift = max(code_levels * k - _HEAD_BITS, 0)
+    head = (code >> np.uint64(shift)).astype(np.uint16)
+    differ = head.take(earlier) ^ head.take(later)
+    levels = _head_levels(code_levels, k, shift).take(differ)
+    if shift:
+        same_head = np.flatnonzero(differ == 0)
+        if same_head.size:
+            whole = code.take(earlier[same_head]) ^ code.take(later[same_head])
+            levels[same_head] = _first_difference_levels(whole, code_levels, k)
+    levels -= np.uint8(1)
+    return levels
+
+
+_HEAD_BITS = 16
+
+
+@cache
+def _head_levels(code_levels: int, k: int, shift: int) -> np.ndarray:
+    """First-difference level (as `_first_difference_levels`) of every xor of two codes' top bits."""
+    return _first_difference_levels(
+        np.arange(1 << _HEAD_BITS, dtype=np.uint64) << np.uint64(shift), code_levels, k
+    )
 
 
 def _sort_codes(code: np.ndarray, code_bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -547,6 +586,11 @@ def _sort_codes(code: np.ndarray, code_bits: int) -> tuple[np.ndarray, np.ndarra
         order[positions] = order[positions][resort]
         sorted_code[positions] = sorted_code[positions][resort]
     return order, sorted_code
+
+
+def _narrow_keys(keys: np.ndarray) -> np.ndarray:
+    """Sorted node keys as int32 when the largest fits (levels are held for a whole cluster)."""
+    return keys.astype(np.int32) if keys.size == 0 or keys[-1] < 2**31 else keys
 
 
 def _change_counts(sorted_values: np.ndarray) -> np.ndarray:

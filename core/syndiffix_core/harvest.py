@@ -42,8 +42,8 @@ class Buckets:
     high: np.ndarray  # (n, k) float: range end (== low where singular)
     count: np.ndarray  # (n,) int64, > 0
     origin: np.ndarray  # (n,) int64 preorder number of the node the bucket came from
-    depth: np.ndarray | None = None  # (n,) int64: depth of the node to refine (placeholder), -1 concrete
-    node: np.ndarray | None = None  # (n,) int64: index of that node in its level
+    depth: np.ndarray | None = None  # (n,) int8: depth of the node to refine (placeholder), -1 concrete
+    subnodes: np.ndarray | None = None  # (n, k) int32: that node's subnode per dropped dimension, -1 none
 
     @property
     def size(self) -> int:
@@ -60,7 +60,7 @@ class Buckets:
             self.count[index],
             self.origin[index],
             None if self.depth is None else self.depth[index],
-            None if self.node is None else self.node[index],
+            None if self.subnodes is None else self.subnodes[index],
         )
 
     @property
@@ -70,7 +70,7 @@ class Buckets:
 
 def _empty(k: int) -> Buckets:
     none = np.zeros(0, np.int64)
-    return Buckets(np.zeros((0, k)), np.zeros((0, k)), none, none, none, none)
+    return Buckets(np.zeros((0, k)), np.zeros((0, k)), none, none, none, np.zeros((0, k), np.int32))
 
 
 def _concat(parts: list[Buckets]) -> Buckets:
@@ -78,7 +78,7 @@ def _concat(parts: list[Buckets]) -> Buckets:
         return np.concatenate([getattr(p, name) for p in parts])
 
     return Buckets(
-        field("low"), field("high"), field("count"), field("origin"), field("depth"), field("node")
+        field("low"), field("high"), field("count"), field("origin"), field("depth"), field("subnodes")
     )
 
 
@@ -124,7 +124,11 @@ class Harvester:
         """Drop the cached pools and lookups of every tree whose columns `keep` rejects; with
         `tree_lookups_only`, only what the trees themselves were needed for (the preorders), which
         `prepare_refinement` has already turned into sub-pool ranges."""
-        caches = (self._preorders,) if tree_lookups_only else (self._pools, self._preorders, self._cumulative_cache)
+        caches = (
+            (self._preorders,)
+            if tree_lookups_only
+            else (self._pools, self._preorders, self._cumulative_cache)
+        )
         for cache in caches:
             for columns in [c for c in cache if not keep(c)]:
                 del cache[columns]
@@ -160,34 +164,45 @@ class Harvester:
         if pool is None:
             columns = tuple(sorted(columns))
             if columns not in self._pools:
-                self._pools[columns] = self._harvest(self.forest.tree(columns))
+                tree = self.forest.tree(columns)
+                if tree.subnodes is None:  # harvested before, and that pool was released since
+                    tree = self.forest.rebuilt(columns)
+                self._pools[columns] = self._harvest(tree)
             pool = self._pools[columns]
         return pool
 
-    def harvest(self, columns: tuple[int, ...]) -> Buckets:
-        """Concrete buckets of the tree over `columns`: placeholders become count-1 refined buckets."""
+    def harvest(self, columns: tuple[int, ...], after_draws: Callable[[], None] | None = None) -> Buckets:
+        """Concrete buckets of the tree over `columns`: placeholders become count-1 refined buckets.
+        `after_draws` runs once the refined rows are drawn, before they are put in order (the caller's
+        chance to release the pools: ordering needs only this pool's concrete entries)."""
         columns = tuple(sorted(columns))
         pool = self.pool(columns)
         lazy = pool.placeholder
         if not lazy.any():
+            if after_draws is not None:
+                after_draws()
             return pool
         rng = self.forest.salt.rng("refine", *(self.forest.column_names[j] for j in columns))
         expanded = np.repeat(np.flatnonzero(lazy), pool.count[lazy])
         low, high = self._concretize(columns, expanded, rng)
         if len(columns) > 1:
             self._rebalance_exact_values(columns, pool, expanded, low, high, rng)
-        concrete = np.flatnonzero(~lazy)
+        entries = np.flatnonzero(~lazy)
+        origin = np.concatenate([pool.origin[entries], pool.origin[expanded]])
+        concrete = Buckets(pool.low[entries], pool.high[entries], pool.count[entries], origin[: entries.size])
+        del pool, expanded
+        if after_draws is not None:
+            after_draws()
         # Concrete entries, then the refined rows, ordered by origin: each array is written once into
         # its place (no concatenated copy next to the ordered one).
-        origin = np.concatenate([pool.origin[concrete], pool.origin[expanded]])
         order = np.argsort(origin, kind="stable")
         place = np.empty(order.size, dtype=np.intp)
         place[order] = np.arange(order.size)
         first, rest = place[: concrete.size], place[concrete.size :]
         del place
-        low = _placed(pool.low[concrete], first, low, rest)
-        high = _placed(pool.high[concrete], first, high, rest)
-        count = _placed(pool.count[concrete], first, np.ones(expanded.size, np.int64), rest)
+        low = _placed(concrete.low, first, low, rest)
+        high = _placed(concrete.high, first, high, rest)
+        count = _placed(concrete.count, first, np.ones(rest.size, np.int64), rest)
         return Buckets(low, high, count, origin[order])
 
     def _rebalance_exact_values(self, columns, pool, expanded, low, high, rng, rounds: int = 4) -> None:
@@ -300,13 +315,15 @@ class Harvester:
                         noisy[nodes],
                         preorder.number[depth][nodes],
                         np.where(lazy, depth, -1).astype(np.int8),
-                        _narrow(np.where(lazy, nodes, -1)),
+                        np.where(lazy[:, None], tree.subnodes[depth][nodes], -1).astype(np.int32),
                     )
                 )
                 bucket_id = np.concatenate([bucket_id, np.arange(created, created + nodes.size)])
                 owner = np.concatenate([owner, nodes])
                 count = np.concatenate([count, np.where(lazy, refine[nodes], noisy[nodes])])
                 created += nodes.size
+        if k > 1:
+            tree.subnodes = None
         if not parts:
             return _empty(k)
         store = _concat(parts)
@@ -461,7 +478,6 @@ class Harvester:
         key = (columns, drop)
         if key not in self._sub_range_cache:
             pool = self.pool(columns)
-            tree = self.forest.tree(columns)
             sub_columns = columns[:drop] + columns[drop + 1 :]
             sub_pool = self.pool(sub_columns)
             preorder = self.preorder(sub_columns)
@@ -473,7 +489,7 @@ class Harvester:
                 if depth >= len(preorder.number):
                     continue
                 rows = lazy[depths == depth]
-                sub = tree.levels[depth].subnodes[pool.node[rows], drop].astype(np.int64)
+                sub = pool.subnodes[rows, drop].astype(np.int64)
                 present = sub >= 0
                 safe = np.where(present, sub, 0)
                 first[rows] = preorder.number[depth][safe]
@@ -501,9 +517,10 @@ def _other_dims(k: int, i: int) -> np.ndarray:
 
 def _set_open_ranges(low, high, index, new_low, new_high) -> None:
     """Set the ranges at `index` to drawn sub-ranges, in place, except where they are single values."""
-    single = low[index] == high[index]
-    low[index] = np.where(single, low[index], new_low)
-    high[index] = np.where(single, high[index], new_high)
+    old_low, old_high = low[index], high[index]
+    single = old_low == old_high
+    low[index] = np.where(single, old_low, new_low)
+    high[index] = np.where(single, old_high, new_high)
 
 
 def _narrow(positions: np.ndarray) -> np.ndarray:

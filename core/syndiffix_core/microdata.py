@@ -55,13 +55,11 @@ class MicrodataBuilder:
         self._safe_strings: dict[int, np.ndarray] = {}
         self._known_values: dict[int, tuple[float, float] | None] = {}
 
-    def materialize(self, columns: Sequence[int], after_harvest: Callable[[], None] | None = None) -> Microdata:
-        """The rows of `columns`; `after_harvest` runs once the buckets are harvested (the caller's
-        chance to release the trees and caches that only the harvest needed)."""
+    def materialize(self, columns: Sequence[int], after_draws: Callable[[], None] | None = None) -> Microdata:
+        """The rows of `columns`; `after_draws` runs once the refined rows are drawn (the caller's chance
+        to release the pools and caches that only the draws needed)."""
         columns = tuple(sorted(columns))
-        buckets = self.harvester.harvest(columns)
-        if after_harvest is not None:
-            after_harvest()
+        buckets = self.harvester.harvest(columns, after_draws)
         rng = self.forest.salt.rng("microdata", *(self.forest.column_names[j] for j in columns))
         return self.from_buckets(columns, buckets, rng)
 

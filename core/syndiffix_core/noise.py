@@ -138,7 +138,9 @@ class Salt:
             raw = series.to_numpy(dtype=np.float64, na_value=0.0).view(_U64)
         else:
             as_text = series.astype(object).where(~null, "").map(str).to_numpy(dtype=object)
-            raw = pd.util.hash_array(as_text, hash_key=self.siphash_key, categorize=True)
+            # Hashing each string directly gives the same hashes as categorizing first, which only
+            # pays off for repeated values (callers pass distinct entity values).
+            raw = pd.util.hash_array(as_text, hash_key=self.siphash_key, categorize=False)
         hashed = self.seeds(raw, "entity")
         hashed[hashed == 0] = _U64(1)
         hashed[null] = _U64(0)

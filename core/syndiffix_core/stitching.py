@@ -14,7 +14,7 @@ values at normalized midpoints).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ import pandas as pd
 
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.forest import null_mapping, snap_range
+from syndiffix_core.stitch_values import choose_stitch_values
 
 # A split is accepted when, for both halves, the smaller side has at least this share of the larger.
 SPLIT_BALANCE = 0.7
@@ -29,17 +30,23 @@ SPLIT_BALANCE = 0.7
 
 @dataclass(frozen=True)
 class Microtable:
-    """Synthetic rows of some columns: ``values[:, i]`` and ``typed[columns[i]]`` describe column
-    ``columns[i]`` (a column index of the whole table)."""
+    """Synthetic rows of some columns: ``typed[columns[i]]`` holds column ``columns[i]`` (a column
+    index of the whole table) and ``values[:, j]`` the floats of column ``value_columns[j]``, by default
+    every column (a joined table keeps only those that later clusters stitch on)."""
 
     columns: tuple[int, ...]
     values: np.ndarray
     typed: Mapping[int, pd.Series]
+    value_columns: tuple[int, ...] | None = None
 
     def __post_init__(self):
+        if self.value_columns is None:
+            object.__setattr__(self, "value_columns", self.columns)
         rows = self.values.shape[0]
-        if self.values.shape != (rows, len(self.columns)):
-            raise ValueError(f"values have shape {self.values.shape}, expected ({rows}, {len(self.columns)})")
+        if self.values.shape != (rows, len(self.value_columns)):
+            raise ValueError(
+                f"values have shape {self.values.shape}, expected ({rows}, {len(self.value_columns)})"
+            )
         for column in self.columns:
             if len(self.typed[column]) != rows:
                 raise ValueError(f"typed column {column} has {len(self.typed[column])} rows, expected {rows}")
@@ -49,7 +56,7 @@ class Microtable:
         return self.values.shape[0]
 
     def column_values(self, column: int) -> np.ndarray:
-        return self.values[:, self.columns.index(column)]
+        return self.values[:, self.value_columns.index(column)]
 
 
 def assemble(
@@ -69,6 +76,8 @@ def assemble(
         progress(f"cluster 1/{total} synthesized", 1 / total)
     for number, cluster in enumerate(clusters.derived, start=2):
         right = materialize(cluster.all_columns)
+        # The joined table's floats only serve later stitches: the other columns keep typed values only.
+        stitched_later = {c for later in clusters.derived[number - 1 :] for c in later.stitch_columns}
         if cluster.stitch_columns:
             table = stitch(
                 table,
@@ -79,17 +88,25 @@ def assemble(
                 column_ranges=column_ranges,
                 null_values=null_values,
                 rng=rng,
+                keep_values=stitched_later,
             )
         else:
-            table = patch(table, right, rng=rng)
+            table = patch(table, right, rng=rng, keep_values=stitched_later)
         if progress is not None:
             progress(f"cluster {number}/{total} stitched", number / total)
     return table
 
 
-def patch(left: Microtable, right: Microtable, *, rng: np.random.Generator) -> Microtable:
+def patch(
+    left: Microtable,
+    right: Microtable,
+    *,
+    rng: np.random.Generator,
+    keep_values: Collection[int] | None = None,
+) -> Microtable:
     """Zip shuffled right rows onto the left rows: the right columns keep their own distribution but are
-    independent of the left ones. The right side is cut or topped up with random repeats to fit."""
+    independent of the left ones. The right side is cut or topped up with random repeats to fit.
+    `keep_values`: the columns whose floats the result keeps (default: all)."""
     shared = set(left.columns) & set(right.columns)
     if shared:
         raise ValueError(f"a patch needs disjoint columns, both sides have {sorted(shared)}")
@@ -100,7 +117,7 @@ def patch(left: Microtable, right: Microtable, *, rng: np.random.Generator) -> M
     if n_right < n_left:
         right_rows = np.concatenate([right_rows, rng.integers(0, n_right, size=n_left - n_right)])
     right_rows = right_rows[:n_left]
-    return _join(left, right, np.arange(n_left), right_rows, take_right=None)
+    return _join(left, right, np.arange(n_left), right_rows, take_right=None, keep_values=keep_values)
 
 
 def stitch(
@@ -113,8 +130,10 @@ def stitch(
     column_ranges: Mapping[int, tuple[float, float]] | None = None,
     null_values: Mapping[int, float] | None = None,
     rng: np.random.Generator,
+    keep_values: Collection[int] | None = None,
 ) -> Microtable:
     """Join right rows to left rows that agree on the stitch columns.
+    `keep_values`: the columns whose floats the result keeps (default: all).
 
     Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
     entropy first, then round robin) while the halves stay balanced between the sides; each final range
@@ -129,7 +148,7 @@ def stitch(
         raise ValueError(f"stitch columns {missing} are not on both sides")
     if left.num_rows == 0 or right.num_rows == 0:
         # Nothing survived anonymization on one side (tiny tables): no row can be completed.
-        return _empty_join(left, right)
+        return _empty_join(left, right, keep_values)
     if entropies is not None:
         stitch_columns.sort(key=lambda c: (entropies[c], c))
 
@@ -155,7 +174,9 @@ def stitch(
         take_right = np.ones(len(left_rows), dtype=bool)
     else:
         take_right = slot % 2 == 1
-    return _join(left, right, left_rows, right_rows, take_right=take_right)
+        if owner is StitchOwner.BEST:
+            take_right = choose_stitch_values(left, right, stitch_columns, left_rows, right_rows, take_right)
+    return _join(left, right, left_rows, right_rows, take_right=take_right, keep_values=keep_values)
 
 
 def _place_nulls(
@@ -344,9 +365,11 @@ def _align(
     return rows[np.lexsort(keys)]
 
 
-def _empty_join(left: Microtable, right: Microtable) -> Microtable:
+def _empty_join(
+    left: Microtable, right: Microtable, keep_values: Collection[int] | None = None
+) -> Microtable:
     none = np.zeros(0, dtype=np.int64)
-    return _join(left, right, none, none, take_right=None)
+    return _join(left, right, none, none, take_right=None, keep_values=keep_values)
 
 
 def _join(
@@ -356,24 +379,32 @@ def _join(
     right_rows: np.ndarray,
     *,
     take_right: np.ndarray | None,
+    keep_values: Collection[int] | None = None,
 ) -> Microtable:
     """Row i of the result is left row ``left_rows[i]`` next to right row ``right_rows[i]``; a column on
-    both sides comes from the right where ``take_right`` is set, else from the left."""
+    both sides comes from the right where ``take_right`` is set, else from the left. Floats are kept for
+    the columns in `keep_values` (default: all)."""
     columns = list(left.columns) + [c for c in right.columns if c not in left.columns]
-    values = np.empty((len(left_rows), len(columns)))
+    value_columns = [c for c in columns if keep_values is None or c in keep_values]
+    values = np.empty((len(left_rows), len(value_columns)))
     typed: dict[int, pd.Series] = {}
-    for i, column in enumerate(columns):
+    for column in columns:
         in_left, in_right = column in left.columns, column in right.columns
+        keep = column in value_columns
+        target = values[:, value_columns.index(column)] if keep else None
         if in_left and in_right and take_right is not None and take_right.any():
             n_left = left.num_rows
             indices = np.where(take_right, n_left + right_rows, left_rows)
-            values[:, i] = np.concatenate([left.column_values(column), right.column_values(column)])[indices]
+            if keep:
+                target[:] = np.concatenate([left.column_values(column), right.column_values(column)])[indices]
             combined = pd.concat([left.typed[column], right.typed[column]], ignore_index=True)
             typed[column] = combined.take(indices).reset_index(drop=True)
         elif in_left:
-            values[:, i] = left.column_values(column)[left_rows]
+            if keep:
+                target[:] = left.column_values(column)[left_rows]
             typed[column] = left.typed[column].take(left_rows).reset_index(drop=True)
         else:
-            values[:, i] = right.column_values(column)[right_rows]
+            if keep:
+                target[:] = right.column_values(column)[right_rows]
             typed[column] = right.typed[column].take(right_rows).reset_index(drop=True)
-    return Microtable(tuple(columns), values, typed)
+    return Microtable(tuple(columns), values, typed, tuple(value_columns))

@@ -20,6 +20,7 @@ from .columns import ColumnKind, encode_frame
 from .derive import DerivedColumns
 from .errors import InvalidInputError
 from .forest import Forest
+from .memory import return_freed_memory
 from .microdata import Microdata, MicrodataBuilder
 from .noise import Salt, row_content_hashes
 from .params import AnonymizationParams, BucketizationParams, ClusteringParams
@@ -40,8 +41,8 @@ class SynthesisContext:
 
     data: pd.DataFrame  # the synthesized columns only (AID columns removed)
     codecs: list
-    forest: Forest
-    microdata: MicrodataBuilder
+    forest: Forest | None  # None once every cluster is being materialized in a worker process
+    microdata: MicrodataBuilder | None
     salt: Salt
     clustering: ClusteringParams
     target_column: str | None
@@ -137,6 +138,7 @@ def synthesize(
         target_column=target_column,
         clock=clock,
     )
+    del forest, entities  # held by the context alone, so that it can drop them
     clock.lap("forest")
     report("clustering", 0.15)
     plan = plan_clusters(context)
@@ -152,10 +154,16 @@ def synthesize(
         report(stage, 0.2 + 0.7 * fraction)
 
     clusters = plan.clusters.all_clusters()
+    # Read before any worker starts: the calling process drops the forest once all of them run.
+    column_ranges = {j: context.forest.column_range(j) for j in range(context.forest.dims)}
+    null_values = dict(enumerate(context.forest.null_values.tolist()))
     parallel = None
     if worker_count > 1 and len(clusters) > 1 and can_fork():
         parallel = ParallelMaterializer(
-            clusters, lambda columns: _materialize(context, columns, pending=None), worker_count
+            clusters,
+            lambda columns: _materialize(context, columns, pending=None),
+            worker_count,
+            all_started=lambda: _drop_forest(context),
         )
     try:
         table = assemble_clusters(
@@ -163,8 +171,8 @@ def synthesize(
             parallel or (lambda columns: _materialize(context, columns, pending=pending)),
             entropies=plan.entropies,
             rng=context.salt.rng("stitch", *map(str, context.data.columns)),
-            column_ranges={j: context.forest.column_range(j) for j in range(context.forest.dims)},
-            null_values=dict(enumerate(context.forest.null_values.tolist())),
+            column_ranges=column_ranges,
+            null_values=null_values,
             progress=on_progress,
         )
     finally:
@@ -203,9 +211,17 @@ def assemble(context: SynthesisContext, typed: Mapping[int, pd.Series]) -> pd.Da
     (each column is shuffled straight into the frame: no unshuffled frame next to the output)."""
     shuffle = context.salt.rng("shuffle", *map(str, context.data.columns)).permutation(len(typed[0]))
     columns = {}
-    for j in range(context.forest.dims):
+    for j in range(len(context.codecs)):
         columns[context.codecs[j].name] = typed[j].take(shuffle).reset_index(drop=True)
     return pd.DataFrame(columns, copy=False)
+
+
+def _drop_forest(context: SynthesisContext) -> None:
+    """Once every cluster is being materialized in a worker, the calling process only stitches: the
+    forest, its trees and pools are the workers' (copy-on-write) and are dropped here."""
+    context.forest = None
+    context.microdata = None
+    return_freed_memory()
 
 
 def _materialize(
@@ -227,10 +243,17 @@ def _materialize(
         return len(key) == 1 or any(set(key) <= cluster for cluster in later)
 
     harvester = context.microdata.harvester
+    return_freed_memory()  # what the previous cluster and stitch freed
+
+    def release_pools() -> None:
+        harvester.release(used_later)
+        return_freed_memory()
+
     harvester.prepare_refinement(columns)
     context.forest.release(used_later, set().union(*later))
     harvester.release(used_later, tree_lookups_only=True)
-    microdata = context.microdata.materialize(columns, after_harvest=lambda: harvester.release(used_later))
+    return_freed_memory()
+    microdata = context.microdata.materialize(columns, after_draws=release_pools)
     context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
     return _microtable(microdata)
 
@@ -286,6 +309,6 @@ def _entities(data: pd.DataFrame, aid_frame: pd.DataFrame | None, salt: Salt) ->
         unique_hashes = salt.hash_entities(pd.Series(np.asarray(uniques, dtype=object)))
         row_hashes = np.r_[unique_hashes, np.uint64(0)][codes]  # code -1 (null) -> 0
         hashes.append(row_hashes.astype(np.uint64))
-        ids.append(codes.astype(np.int64))
+        ids.append(codes.astype(np.int32 if uniques.size < 2**31 else np.int64))
         entity_hashes.append(unique_hashes)
     return Entities(tuple(hashes), tuple(ids), tuple(entity_hashes))

@@ -13,7 +13,8 @@ GIL.
 Every process is forked, waited for and reaped by the calling thread itself: no helper thread forks or
 signals behind its back (a pool's replacement forks racing its terminate() hung tasks in Airflow
 workers), and a child holds nothing the parent waits on but its own pipe, so stopping the others after
-a failure is a plain kill.
+a failure is a plain kill. Every worker is forked before any starts (each then waits for its turn on a
+pipe of its own), so each starts from the parent's pages as they were before stitching began.
 
 Without the "fork" start method (Windows, macOS defaults) or inside a daemonic process (which may not
 have children, e.g. a Celery prefork worker) the clusters are materialized one after another.
@@ -21,11 +22,14 @@ have children, e.g. a Celery prefork worker) the clusters are materialized one a
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from .memory import return_freed_memory
 
 _FORK = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
@@ -46,7 +50,18 @@ class WorkerDied(RuntimeError):
     """A worker process ended without sending its cluster back (killed, out of memory)."""
 
 
-def _materialize_in_child(materialize: Callable[[tuple[int, ...]], Any], columns, sender: Connection) -> None:
+def _materialize_in_child(
+    materialize: Callable[[tuple[int, ...]], Any], columns, go: Connection, sender: Connection, parent: int
+) -> None:
+    # Waits for this cluster's turn. Workers forked later hold copies of this pipe's sending end, so
+    # the parent's end of it closing is not seen: a worker whose parent is gone stops by itself.
+    while not go.poll(1.0):
+        if os.getppid() != parent:
+            return
+    try:
+        go.recv()
+    except EOFError:
+        return
     try:
         outcome = (True, materialize(columns))
     except BaseException as error:  # the parent re-raises it; nothing may escape a forked child
@@ -59,17 +74,42 @@ def _materialize_in_child(materialize: Callable[[tuple[int, ...]], Any], columns
 
 class ParallelMaterializer:
     """Materializes the clusters in plan order, at most `workers` at a time; calling it with a cluster
-    waits for that cluster's microdata (re-raising its error)."""
+    waits for that cluster's microdata (re-raising its error).
+
+    Every cluster's worker is forked at once, from this process as it is now (its freed heap pages
+    returned first), and waits for its turn: a worker's resident set starts from that, not from what
+    this process holds later while it stitches. `all_started` then runs once, in this process (what
+    only the workers read can be dropped)."""
 
     def __init__(
-        self, clusters: Sequence[tuple[int, ...]], materialize: Callable[[tuple[int, ...]], Any], workers: int
+        self,
+        clusters: Sequence[tuple[int, ...]],
+        materialize: Callable[[tuple[int, ...]], Any],
+        workers: int,
+        all_started: Callable[[], None] | None = None,
     ):
         assert _FORK is not None
-        self._materialize = materialize
         self._workers = max(1, min(workers, len(clusters)))
-        self._waiting = [tuple(columns) for columns in clusters]
-        self._running: dict[Connection, tuple[multiprocessing.process.BaseProcess, tuple[int, ...]]] = {}
+        self._processes: dict[Connection, tuple[multiprocessing.process.BaseProcess, tuple[int, ...]]] = {}
+        self._waiting: list[tuple[Connection, Connection]] = []  # (result receiver, turn sender), plan order
+        self._running: list[Connection] = []
         self._finished: dict[tuple[int, ...], tuple[bool, Any]] = {}
+        return_freed_memory()  # a forked worker starts with every page this process holds
+        for columns in map(tuple, clusters):
+            receiver, sender = _FORK.Pipe(duplex=False)
+            go_receiver, go_sender = _FORK.Pipe(duplex=False)
+            process = _FORK.Process(
+                target=_materialize_in_child,
+                args=(materialize, columns, go_receiver, sender, os.getpid()),
+                daemon=True,
+            )
+            process.start()
+            sender.close()
+            go_receiver.close()
+            self._processes[receiver] = (process, columns)
+            self._waiting.append((receiver, go_sender))
+        if all_started is not None:
+            all_started()
         self._start_more()
 
     def __call__(self, columns: tuple[int, ...]) -> Any:
@@ -77,7 +117,7 @@ class ParallelMaterializer:
         while columns not in self._finished:
             if not self._running:
                 raise KeyError(f"cluster {columns} is not one of this materializer's")
-            for receiver in wait(list(self._running)):
+            for receiver in wait(self._running):
                 self._collect(receiver)
             self._start_more()
         succeeded, payload = self._finished.pop(columns)
@@ -86,28 +126,29 @@ class ParallelMaterializer:
         return payload
 
     def close(self) -> None:
-        """Stops what still runs (after a failure elsewhere) and reaps every process."""
-        for receiver, (process, _) in self._running.items():
+        """Stops what still runs or waits (after a failure elsewhere) and reaps every process."""
+        for receiver, (process, _) in self._processes.items():
             process.kill()
             process.join()
             receiver.close()
-        self._running.clear()
+        for _, go_sender in self._waiting:
+            go_sender.close()
+        self._processes.clear()
         self._waiting.clear()
+        self._running.clear()
         self._finished.clear()
 
     def _start_more(self) -> None:
         while self._waiting and len(self._running) < self._workers:
-            columns = self._waiting.pop(0)
-            receiver, sender = _FORK.Pipe(duplex=False)
-            process = _FORK.Process(
-                target=_materialize_in_child, args=(self._materialize, columns, sender), daemon=True
-            )
-            process.start()
-            sender.close()
-            self._running[receiver] = (process, columns)
+            receiver, go_sender = self._waiting.pop(0)
+            with contextlib.suppress(OSError):  # a worker gone already is reported when collected
+                go_sender.send(True)
+            go_sender.close()
+            self._running.append(receiver)
 
     def _collect(self, receiver: Connection) -> None:
-        process, columns = self._running.pop(receiver)
+        process, columns = self._processes.pop(receiver)
+        self._running.remove(receiver)
         try:
             outcome = receiver.recv()
         except EOFError:

@@ -68,10 +68,10 @@ def test_subnodes_cover_the_same_ranges():
         low, high = tree.node_ranges(forest, depth, np.arange(level.size))
         for i, sub_columns in enumerate([(1,), (0,)]):  # subnode i drops dimension i
             sub_tree = forest.tree(sub_columns)
-            present = np.flatnonzero(level.subnodes[:, i] >= 0)
+            present = np.flatnonzero(tree.subnodes[depth][:, i] >= 0)
             if present.size == 0:
                 continue
-            sub_low, sub_high = sub_tree.node_ranges(forest, depth, level.subnodes[present, i])
+            sub_low, sub_high = sub_tree.node_ranges(forest, depth, tree.subnodes[depth][present, i])
             kept = 1 - i
             singular = sub_low[:, 0] == sub_high[:, 0]
             assert np.all((sub_low[:, 0] <= low[present, kept]) | singular)
@@ -157,7 +157,7 @@ def test_stub_flags_follow_the_subnodes():
         for depth, level in enumerate(tree.levels):
             expected = np.ones(level.size, dtype=bool)
             for i, sub_tree in enumerate(sub_trees):
-                index = level.subnodes[:, i]
+                index = tree.subnodes[depth][:, i]
                 if depth >= len(sub_tree.levels):
                     continue
                 sub = sub_tree.levels[depth]

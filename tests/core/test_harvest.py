@@ -54,6 +54,25 @@ def test_harvest_is_deterministic():
     np.testing.assert_array_equal(first.count, second.count)
 
 
+def test_a_pool_harvested_again_after_its_release_is_the_same():
+    # The harvest moves the subnodes refinement reads from the tree into the pool; a pool computed
+    # again after its release comes from a rebuilt tree and must not differ.
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=6000)
+    matrix = np.c_[x, x + rng.normal(0, 0.3, 6000), rng.integers(0, 5, 6000)]
+    harvester = Harvester(make_forest(matrix))
+    first = harvester.pool((0, 1, 2))
+    assert first.placeholder.any()
+    assert harvester.forest.tree((0, 1, 2)).subnodes is None
+    harvester.release(lambda columns: len(columns) == 1)
+    again = harvester.pool((0, 1, 2))
+    assert again is not first
+    for name in ("low", "high", "count", "origin", "depth", "subnodes"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(first, name))
+    placeholder_subnodes = first.subnodes[first.placeholder]
+    assert (placeholder_subnodes >= 0).any() and (first.subnodes[~first.placeholder] == -1).all()
+
+
 def test_frequent_exact_values_keep_their_share_in_multi_dim_clusters():
     import pandas as pd
 

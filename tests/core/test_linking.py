@@ -491,3 +491,33 @@ def test_a_dimension_link_to_a_child_of_another_engine_is_refused_naming_it():
         LinkingError, match="table flights: its engine is not SynDiffix.*make airports its entity"
     ):
         synthesize_linked(tables, salt=SALT)
+
+
+def test_the_matching_targets_take_the_context_profile_of_whichever_synthesis_shows_it_stronger():
+    """A parent synthesis that kept a context dependency at about 0.7 of the children's strength (half
+    the variance across buckets) has lost part of it: the targets take the children's bucket levels
+    and keep each parent's deviation from its own bucket's level. Where the parent's profile is the
+    stronger one, the targets are the parents' synthetic means."""
+    from syndiffix_core.linking.assignment import context_levels
+
+    rng = np.random.default_rng(3)
+    buckets = 6
+    parent_bucket = np.repeat(np.arange(buckets), 50)
+    child_bucket = np.repeat(np.arange(buckets), 400)
+    profile = np.linspace(-1.0, 1.0, buckets)
+    deviation = rng.normal(0, 0.5, len(parent_bucket))
+    places = np.full(len(parent_bucket), 8)
+
+    def targets(child_strength: float, parent_strength: float) -> np.ndarray:
+        children = child_strength * profile[child_bucket] + rng.normal(0, 1.0, len(child_bucket))
+        parents = parent_strength * profile[parent_bucket] + deviation
+        return context_levels(children[:, None], parents[:, None], child_bucket, parent_bucket, places)[:, 0]
+
+    moved = targets(1.0, 0.7)
+    levels = np.array([moved[parent_bucket == b].mean() for b in range(buckets)])
+    assert np.abs(levels - profile).max() < 0.15  # the children's levels, not 0.7 of them
+    own_level = np.array([deviation[parent_bucket == b].mean() for b in range(buckets)])
+    # each parent keeps its deviation from its bucket's level
+    np.testing.assert_allclose(moved - levels[parent_bucket], deviation - own_level[parent_bucket])
+    kept = targets(0.7, 1.0)
+    np.testing.assert_allclose(kept, profile[parent_bucket] + deviation)

@@ -177,3 +177,17 @@ def test_bad_inputs_are_refused():
         stitch(left, microtable({1: np.arange(10.0)}), [0], rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="disjoint"):
         patch(left, microtable({0: np.arange(10.0)}), rng=np.random.default_rng(0))
+
+
+def test_a_join_keeps_floats_only_for_the_columns_asked_and_joins_the_same_rows(chain):
+    left, right, _ = chain
+    full = stitch(left, right, [0], rng=np.random.default_rng(5))
+    kept = stitch(left, right, [0], rng=np.random.default_rng(5), keep_values={2})
+    assert kept.columns == full.columns and kept.value_columns == (2,) and kept.values.shape[1] == 1
+    np.testing.assert_array_equal(kept.column_values(2), full.column_values(2))
+    for column in full.columns:
+        pd.testing.assert_series_equal(kept.typed[column], full.typed[column])
+    with pytest.raises(ValueError):
+        kept.column_values(0)
+    patched = patch(left, microtable({3: np.arange(100.0)}), rng=np.random.default_rng(2), keep_values=())
+    assert patched.values.shape == (left.num_rows, 0) and patched.num_rows == left.num_rows

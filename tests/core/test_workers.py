@@ -30,6 +30,14 @@ def test_two_workers_give_the_single_worker_output():
     assert sum("stitched" in stage for stage in logged) >= 2  # several clusters were materialized
 
 
+def test_as_many_workers_as_clusters_start_at_once_and_give_the_same_output():
+    # Every cluster's worker is forked before the first stitch: the calling process drops its forest then.
+    table, _ = generated_table(3000, 8)
+    pd.testing.assert_frame_equal(
+        synthesize(table, salt="workers", workers=1), synthesize(table, salt="workers", workers=64)
+    )
+
+
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True])
 def test_a_bad_worker_count_is_refused(workers):
     with pytest.raises(InvalidInputError, match="workers must be a positive integer"):
@@ -53,6 +61,23 @@ def test_the_materializer_returns_each_cluster_and_reaps_its_processes():
     parallel = ParallelMaterializer(clusters, _square_or_fail, workers=2)
     try:
         assert [parallel(columns) for columns in clusters] == [1, 17, 25]
+    finally:
+        parallel.close()
+    assert _live_children() == []
+
+
+def test_every_worker_is_forked_up_front_and_waits_for_its_turn():
+    started: list[int] = []
+    clusters = [(0, 1), (1, 4), (5,), (6,)]
+    parallel = ParallelMaterializer(
+        clusters, _square_or_fail, workers=1, all_started=lambda: started.append(len(_live_children()))
+    )
+    try:
+        # One worker may run: the other three are forked and alive, waiting for their turn.
+        assert started == [len(clusters)]
+        assert len(_live_children()) >= len(clusters) - 1
+        assert [parallel(columns) for columns in clusters] == [1, 17, 25, 36]
+        assert started == [len(clusters)]
     finally:
         parallel.close()
     assert _live_children() == []

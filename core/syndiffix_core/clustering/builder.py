@@ -23,6 +23,11 @@ STITCH_RESERVED_SHARE = 0.5
 # to the cluster, so that near-equal candidates are ordered by their total dependence instead of noise.
 AVERAGE_DEPENDENCE_STEP = 0.05
 MAX_DEPENDENCE_STEP = 0.01
+# A member of a derived cluster whose strongest link to an earlier column beats its best link to the
+# chosen stitch columns by at least this much gets that column as a further stitch column, past the
+# weight limit (smaller gains are within the measure's sampling noise, and every further stitch column
+# makes the join on the others coarser).
+STRONGEST_LINK_MARGIN = 0.05
 
 
 class StitchOwner(enum.StrEnum):
@@ -31,6 +36,8 @@ class StitchOwner(enum.StrEnum):
     SHARED = "shared"  # alternate rows take the left and the right side's values
     LEFT = "left"  # the accumulated table's values (used for columns that only ride along)
     RIGHT = "right"
+    # shared, left or right, whichever keeps the two sides' rank correlations best (stitch_values.py)
+    BEST = "best"
 
 
 @dataclass(frozen=True)
@@ -42,7 +49,7 @@ class DerivedCluster:
 
     columns: tuple[int, ...]
     stitch_columns: tuple[int, ...] = ()
-    owner: StitchOwner = StitchOwner.SHARED
+    owner: StitchOwner = StitchOwner.BEST
 
     @property
     def all_columns(self) -> tuple[int, ...]:
@@ -102,12 +109,17 @@ class ClusterBuilder:
         self.main_column = main_column
         self._total_dependence = float(dependence.sum())
 
-    def build(self, permutation: Sequence[int]) -> Clusters:
+    def build(self, permutation: Sequence[int], *, strongest_links: bool = True) -> Clusters:
+        """The clusters of a permutation. With ``strongest_links`` every derived cluster also gets the
+        earlier columns its members depend on far more than on its stitch columns (past the weight
+        limit); the solver scores permutations without them (see `unsatisfied_dependence_of`)."""
         members, weights, _ = self._place_columns(permutation)
         derived: list[DerivedCluster] = []
         available = list(members[0])
         for cluster, weight in zip(members[1:], weights[1:], strict=True):
             stitch, _ = self._stitch_columns(cluster, weight, available)
+            if strongest_links:
+                stitch += self._strongest_links(cluster, stitch, available)
             derived.append(DerivedCluster(tuple(cluster), tuple(stitch)))
             available.extend(cluster)
         initial = tuple(members[0])
@@ -119,7 +131,9 @@ class ClusterBuilder:
         return Clusters(initial, tuple(derived))
 
     def unsatisfied_dependence_of(self, permutation: Sequence[int]) -> float:
-        """The quality of ``build(permutation)`` (lower is better), without building it."""
+        """The quality of ``build(permutation, strongest_links=False)`` (lower is better), without
+        building it: the solver's objective. Scoring the strongest links too made the solver group
+        columns differently, for the worse on real tables (docs/clustering.md)."""
         members, weights, covered = self._place_columns(permutation)
         dep = self.dependence
         home = {}
@@ -241,3 +255,23 @@ class ClusterBuilder:
             covered += total
             total_weight += self.weights[candidate]
         return stitch, covered
+
+    def _strongest_links(self, cluster: list[int], stitch: list[int], available: list[int]) -> list[int]:
+        """Earlier columns, not yet stitch columns, that are the strongest link of a cluster member and
+        beat that member's best link to the stitch columns by at least STRONGEST_LINK_MARGIN (and reach
+        the merge threshold). The weight limit would otherwise leave out a column tied strongly to one
+        member, such as a running total's duration, because its weight was spent on columns tied to all."""
+        dep = self.dependence
+        extra: list[int] = []
+        for member in cluster:
+            row = dep[member]
+            strongest = max(available, key=lambda column: (row[column], -column))
+            served = max(row[column] for column in stitch + extra)
+            if (
+                strongest not in stitch
+                and strongest not in extra
+                and row[strongest] >= self.merge_threshold
+                and row[strongest] >= served + STRONGEST_LINK_MARGIN
+            ):
+                extra.append(strongest)
+        return extra

@@ -40,7 +40,7 @@ def select_features(
         from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
     except ImportError as error:
         raise MissingExtraError(
-            "ML-target clustering needs scikit-learn: pip install 'syndiffix-ops[ml]'"
+            "ML-target clustering needs scikit-learn: pip install scikit-learn"
         ) from error
 
     values = np.asarray(values, dtype=float)
@@ -102,7 +102,8 @@ def feature_clusters(
         chunks[-1].append(feature)
         weight += weights[feature]
 
-    derived = [DerivedCluster(tuple(chunk[1:]), (target,)) for chunk in chunks[1:]]
+    # Chunks alternate the target's values (the mode was measured that way, docs/clustering.md).
+    derived = [DerivedCluster(tuple(chunk[1:]), (target,), StitchOwner.SHARED) for chunk in chunks[1:]]
     chosen = {target, *features}
     for column in range(num_columns):
         if column in chosen:

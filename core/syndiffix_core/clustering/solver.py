@@ -17,19 +17,26 @@ STABLE_RUNS = 4
 
 
 def solve_stable(builder: ClusterBuilder, *, alpha: float, runs: int = STABLE_RUNS) -> Clusters:
-    """The clustering of least unsatisfied dependence over `runs` annealing runs seeded 0..runs-1
-    (the first on ties): a function of the dependence matrix alone."""
+    """The clustering whose permutation has the least unsatisfied dependence (the solver's objective)
+    over `runs` annealing runs seeded 0..runs-1 (the first on ties): a function of the dependence matrix
+    alone."""
     best, best_quality = None, math.inf
     for seed in range(runs):
-        clusters = solve(builder, alpha=alpha, rng=np.random.default_rng(seed))
-        quality = builder.unsatisfied_dependence(clusters)
+        permutation = solve_permutation(builder, alpha=alpha, rng=np.random.default_rng(seed))
+        quality = builder.unsatisfied_dependence_of(permutation)
         if quality < best_quality - 1e-12:
-            best, best_quality = clusters, quality
-    return best
+            best, best_quality = permutation, quality
+    return builder.build(best)
 
 
 def solve(builder: ClusterBuilder, *, alpha: float, rng: np.random.Generator) -> Clusters:
-    """Anneal from the identity permutation with the cooling curve T <- T / (1 + alpha * T).
+    """The clustering of one annealing run (`solve_permutation`)."""
+    return builder.build(solve_permutation(builder, alpha=alpha, rng=rng))
+
+
+def solve_permutation(builder: ClusterBuilder, *, alpha: float, rng: np.random.Generator) -> list[int]:
+    """The best permutation of one annealing run from the identity permutation, with the cooling curve
+    T <- T / (1 + alpha * T).
 
     Deterministic for a given ``rng`` state. With a main column it stays first in every permutation,
     so it always opens (and stays in) the initial cluster.
@@ -43,7 +50,7 @@ def solve(builder: ClusterBuilder, *, alpha: float, rng: np.random.Generator) ->
     first_free = 1 if main is not None else 0
     free = num_columns - first_free
     if free < 2:
-        return builder.build(permutation)
+        return permutation
 
     # At low temperature the chain keeps proposing the same few neighbours; caching their energy turns
     # most of the ~28k steps into dictionary look-ups.
@@ -80,7 +87,7 @@ def solve(builder: ClusterBuilder, *, alpha: float, rng: np.random.Generator) ->
         else:
             permutation[a], permutation[b] = permutation[b], permutation[a]
         temperature = temperature / (1.0 + alpha * temperature)
-    return builder.build(best)
+    return best
 
 
 def _number_of_steps(alpha: float) -> int:

@@ -22,7 +22,7 @@ from .key_histogram import KeyHistogram
 CONTEXT_BUCKETS = 8  # entity links: the parents' counts decide, coarse buckets only order them
 CHILD_SIDE_BUCKETS = 32  # other links: the children's context distribution decides (cells in all)
 BLEND_STEPS = 6
-LEVEL_MARGIN = 2.0  # the children's context profile wins only when clearly stronger (context_levels)
+LEVEL_MARGIN = 1.25  # the children's context profile wins when it is the stronger one (context_levels)
 MEAN_PASSES = 64  # swap passes of match_means; each offers every parent one swap
 
 
@@ -190,8 +190,10 @@ def context_levels(
     (their values by context bucket) and the parent's (its synthetic means by bucket, weighted by
     places). The engine loses weak dependencies rather than inventing them, and which table loses one
     depends on how the columns were clustered: the flatter profile is the one that lost it. When the
-    children's profile varies clearly more across buckets (LEVEL_MARGIN times the variance), each
-    parent's mean keeps its deviation from its bucket's level and moves to the children's level."""
+    children's profile varies more across buckets (LEVEL_MARGIN times the variance: a margin against
+    noise in the bucket levels only; a dependency that the parent's synthesis keeps at half strength
+    is half lost), each parent's mean keeps its deviation from its bucket's level and moves to the
+    children's level."""
     targets = parent_means.copy()
     buckets = int(max(child_bucket.max(initial=-1), parent_bucket.max(initial=-1))) + 1
     weights = places.astype(float)

@@ -1,0 +1,136 @@
+"""Which side of a stitch gives the stitch columns' values: the one whose links survive best.
+
+A stitch pairs each left row with a right row that agrees with it on the stitch columns only
+approximately (both sides are cut into ranges and zipped in sorted order). A stitch column's value can be
+taken from the left row, from the right row, or from each side on alternate rows. Whichever side gives
+it keeps its links to the columns of its own side exactly; the links to the other side's columns are
+only as good as the pairing. So the choice decides which links get blurred, and no choice is best
+everywhere: keeping the accumulated table's values protects what earlier clusters built (Lahman
+Batting, People), while a strong link that only the new cluster holds (a stitch column and a column
+that is a near function of it) needs the new cluster's values.
+
+`choose_stitch_values` makes the choice per stitch from the synthetic rows alone: for each option it
+measures, on the paired rows, the rank correlation of every stitch column with every numeric column of
+either side and of the stitch columns with each other, and takes the option whose correlations stay
+closest to those of the sides they come from. Strings are left out (their codes have no order a user
+reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from syndiffix_core.stitching import Microtable
+
+# The correlations are measured on at most this many rows (every k-th row): the choice needs their
+# size, not their last digit, and costs a few sorts of this many values.
+MEASURED_ROWS = 20_000
+# An option replaces the alternating one only when it is better by more than this (summed over pairs).
+IMPROVEMENT = 1e-6
+
+
+def choose_stitch_values(
+    left: Microtable,
+    right: Microtable,
+    stitch_columns: Sequence[int],
+    left_rows: np.ndarray,
+    right_rows: np.ndarray,
+    alternate: np.ndarray,
+) -> np.ndarray:
+    """Per output row (left row ``left_rows[i]`` next to right row ``right_rows[i]``): whether the stitch
+    columns take the right row's values. One of ``alternate`` (the given mix of both sides), all left
+    or all right: the one whose rank correlations deviate least from each side's own."""
+    stitch = list(stitch_columns)
+    left_own = [c for c in left.columns if c not in stitch and _ordered(left, c)]
+    right_own = [c for c in right.columns if c not in stitch and _ordered(right, c)]
+    stitch = [c for c in stitch if _ordered(left, c)]
+    if not stitch or len(left_rows) < 3:
+        return alternate
+
+    left_reference = _correlations(left, stitch, left_own)
+    right_reference = _correlations(right, stitch, right_own)
+    pick = _every_kth(len(left_rows))
+    paired_left, paired_right = left_rows[pick], right_rows[pick]
+    own = [_normalized_ranks(_values(left, c)[paired_left]) for c in left_own]
+    own += [_normalized_ranks(_values(right, c)[paired_right]) for c in right_own]
+    own_ranks = np.column_stack(own) if own else np.zeros((len(pick), 0))
+    # Pairs of stitch columns: stitching only weakens a link, so the stronger side holds it best.
+    stitch_reference = np.where(
+        np.abs(right_reference[1]) >= np.abs(left_reference[1]), right_reference[1], left_reference[1]
+    )
+    reference = np.hstack([left_reference[0], right_reference[0]])
+
+    options = [alternate, np.zeros(len(left_rows), dtype=bool), np.ones(len(left_rows), dtype=bool)]
+    best, best_deviation = alternate, np.inf
+    for option in options:
+        from_right = option[pick]
+        stitch_ranks = np.column_stack(
+            [
+                _normalized_ranks(
+                    np.where(
+                        from_right,
+                        _values(right, c)[paired_right],
+                        _values(left, c)[paired_left],
+                    )
+                )
+                for c in stitch
+            ]
+        )
+        deviation = np.abs(stitch_ranks.T @ own_ranks - reference).sum()
+        deviation += np.abs(np.triu(stitch_ranks.T @ stitch_ranks - stitch_reference, 1)).sum()
+        if deviation < best_deviation - IMPROVEMENT:
+            best, best_deviation = option, deviation
+    return best
+
+
+def _ordered(table: Microtable, column: int) -> bool:
+    """Whether the column's values have an order a user reads (numbers, times, booleans; not strings)."""
+    dtype = table.typed[column].dtype
+    return not (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype))
+
+
+def _values(table: Microtable, column: int) -> np.ndarray:
+    """The column as floats in its own order (NaN = null): the floats it was drawn from, or, where a
+    joined table kept none, its typed values (only ranks are measured, and the typed values of a number,
+    time or boolean column are in the same order as its floats)."""
+    if column in table.value_columns:
+        return table.column_values(column)
+    typed = table.typed[column]
+    if pd.api.types.is_datetime64_any_dtype(typed.dtype):
+        times = typed.array.asi8.astype(float)
+        times[typed.isna().to_numpy()] = np.nan
+        return times
+    return pd.to_numeric(typed, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+def _every_kth(rows: int) -> np.ndarray:
+    return np.arange(0, rows, max(1, rows // MEASURED_ROWS))
+
+
+def _correlations(table: Microtable, stitch: list[int], own: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Rank correlations inside one side: stitch x own columns, and stitch x stitch columns."""
+    rows = _every_kth(table.num_rows)
+    stitch_ranks = np.column_stack([_normalized_ranks(_values(table, c)[rows]) for c in stitch])
+    own_ranks = [_normalized_ranks(_values(table, c)[rows]) for c in own]
+    own_matrix = np.column_stack(own_ranks) if own_ranks else np.zeros((len(rows), 0))
+    return stitch_ranks.T @ own_matrix, stitch_ranks.T @ stitch_ranks
+
+
+def _normalized_ranks(values: np.ndarray) -> np.ndarray:
+    """Average ranks (ties share one; nulls rank above every value), centred and scaled to unit norm,
+    so that the dot product of two columns is their Spearman correlation (0 for a constant column)."""
+    values = np.where(np.isnan(values), np.inf, values)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(values)]
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat((starts + ends - 1) / 2, ends - starts)
+    ranks -= ranks.mean()
+    norm = np.sqrt(ranks @ ranks)
+    return ranks / norm if norm > 0 else ranks

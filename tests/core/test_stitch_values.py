@@ -1,0 +1,130 @@
+"""Which side gives a stitch's stitch-column values (StitchOwner.BEST, stitch_values.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from syndiffix_core.clustering import StitchOwner
+from syndiffix_core.stitching import Microtable, stitch
+
+ROWS = 5_000
+
+
+def microtable(columns: dict[int, np.ndarray]) -> Microtable:
+    keys = tuple(columns)
+    values = np.column_stack([np.asarray(columns[k], dtype=float) for k in keys])
+    typed = {k: pd.Series(columns[k]) for k in keys}
+    return Microtable(keys, values, typed)
+
+
+def spearman(table: Microtable, a: int, b: int) -> float:
+    return float(pd.Series(table.column_values(a)).corr(pd.Series(table.column_values(b)), method="spearman"))
+
+
+def two_stitch_columns(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Columns 0 and 1, the stitch columns: two independent normals (the second one is matched less
+    closely by the stitch, which sorts each range on column 0 first)."""
+    return rng.normal(0, 1, ROWS), rng.normal(0, 1, ROWS)
+
+
+def near_copy(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return values + rng.normal(0, 0.05, len(values))
+
+
+def loose(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return 0.3 * values + rng.normal(0, 1, len(values))
+
+
+def stitched(left: Microtable, right: Microtable, owner: StitchOwner) -> Microtable:
+    return stitch(left, right, [0, 1], owner=owner, rng=np.random.default_rng(1))
+
+
+def test_a_near_function_of_a_stitch_column_on_the_right_keeps_the_right_values():
+    rng = np.random.default_rng(0)
+    a, b = two_stitch_columns(rng)
+    left = microtable({0: a, 1: b, 2: loose(a, rng)})
+    a, b = two_stitch_columns(rng)
+    right = microtable({0: a, 1: b, 3: near_copy(b, rng)})
+    assert spearman(right, 1, 3) > 0.99
+
+    best = stitched(left, right, StitchOwner.BEST)
+    assert spearman(best, 1, 3) > 0.99
+    # The accumulated table's values blur that link: the choice is what keeps it.
+    assert spearman(stitched(left, right, StitchOwner.LEFT), 1, 3) < 0.95
+    assert spearman(stitched(left, right, StitchOwner.SHARED), 1, 3) < 0.98
+    # The loose link on the left costs little: it stays within 0.05 of the left's own.
+    assert spearman(best, 0, 2) == pytest.approx(spearman(left, 0, 2), abs=0.05)
+
+
+def test_a_near_function_of_a_stitch_column_on_the_left_keeps_the_left_values():
+    rng = np.random.default_rng(0)
+    a, b = two_stitch_columns(rng)
+    left = microtable({0: a, 1: b, 2: near_copy(b, rng)})
+    a, b = two_stitch_columns(rng)
+    right = microtable({0: a, 1: b, 3: loose(a, rng)})
+
+    best = stitched(left, right, StitchOwner.BEST)
+    assert spearman(best, 1, 2) > 0.99
+    assert spearman(stitched(left, right, StitchOwner.RIGHT), 1, 2) < 0.95
+
+
+def test_a_link_between_stitch_columns_is_taken_from_the_side_that_holds_it():
+    rng = np.random.default_rng(0)
+    a, b = two_stitch_columns(rng)
+    # The accumulated table lost the link between the stitch columns (they came from two clusters);
+    # the new cluster holds it.
+    left = microtable({0: a, 1: b, 2: loose(a, rng)})
+    a = rng.normal(0, 1, ROWS)
+    right = microtable({0: a, 1: near_copy(a, rng), 3: loose(a, rng)})
+    assert abs(spearman(left, 0, 1)) < 0.05
+
+    best = stitched(left, right, StitchOwner.BEST)
+    assert spearman(best, 0, 1) > 0.99
+    assert spearman(stitched(left, right, StitchOwner.SHARED), 0, 1) < 0.6
+
+
+def _string_side(rng: np.random.Generator, own_column: int) -> Microtable:
+    """A side of string columns only: stitch columns 0 and 1 and its own column."""
+    a, b = two_stitch_columns(rng)
+    return Microtable(
+        (0, 1, own_column),
+        np.column_stack([a, b, rng.integers(0, 3, ROWS)]),
+        {
+            0: pd.Series(a).astype(str),
+            1: pd.Series(b).astype(str),
+            own_column: pd.Series(np.array(["x", "y", "z"])[rng.integers(0, 3, ROWS)]),
+        },
+    )
+
+
+def test_without_ordered_columns_the_sides_alternate():
+    """String columns (codes without an order a user reads) are not measured: with nothing to
+    measure, BEST is the alternation of both sides, row for row."""
+    rng = np.random.default_rng(0)
+    left, right = _string_side(rng, 2), _string_side(rng, 3)
+    best = stitched(left, right, StitchOwner.BEST)
+    shared = stitched(left, right, StitchOwner.SHARED)
+    np.testing.assert_array_equal(best.values, shared.values)
+
+
+def test_a_joined_table_without_floats_is_measured_on_its_typed_values():
+    """A joined table keeps floats only for the columns later clusters stitch on; the links of its
+    other columns (here a timestamp near-copy of stitch column 1) are read from their typed values."""
+    rng = np.random.default_rng(0)
+    a, b = two_stitch_columns(rng)
+    times = pd.Series(pd.Timestamp("2020-01-01") + pd.to_timedelta(near_copy(b, rng) * 1e6, unit="s"))
+    times[::50] = pd.NaT
+    left = Microtable(
+        (0, 1, 2),
+        np.column_stack([a, b]),
+        {0: pd.Series(a), 1: pd.Series(b), 2: times},
+        value_columns=(0, 1),
+    )
+    a, b = two_stitch_columns(rng)
+    right = microtable({0: a, 1: b, 3: loose(a, rng)})
+
+    best = stitch(left, right, [0, 1], owner=StitchOwner.BEST, rng=np.random.default_rng(1), keep_values=())
+    linked = pd.DataFrame({"b": pd.to_numeric(best.typed[1]), "t": best.typed[2]}).dropna()
+    assert linked["b"].corr(linked["t"].astype("int64").astype(float), method="spearman") > 0.99
