@@ -12,7 +12,9 @@ figures are measured on the written tables with SQL: foreign-key validity (the s
 source), primary-key uniqueness, children-per-parent TVD (shares of parents with 0, 1, 2-3, 4-7, ...
 children) against the resample baseline (each table resampled with replacement to its own size, joined
 by its real keys: what per-table synthesis at best keeps), the three strongest parent column x child
-aggregate correlations source vs synthetic, the largest child count source vs synthetic, CPU seconds
+aggregate correlations source vs synthetic (with the source's bootstrap standard deviation over its
+parents: how far the source's own figure moves with the parents it is measured on; none for a link
+with fewer than 20 parents with children), the largest child count source vs synthetic, CPU seconds
 (user + sys; the machine is shared, so wall time is not reported) and peak memory (max RSS of the
 process that ran the part).
 
@@ -36,10 +38,17 @@ import numpy as np
 import pandas as pd
 import sqlalchemy as sa
 
+from syndiffix_core.linking.extension import key_index
 from syndiffix_ops.config import parse_config
 from syndiffix_ops.linked_pipeline import run_linked_set
-from syndiffix_ops.linked_report import count_bins, tvd
-from syndiffix_ops.run_plan import database_key_reader, plan_run
+from syndiffix_ops.linked_report import (
+    children_per_parent,
+    correlation_figures,
+    count_bins,
+    parent_aggregates,
+    tvd,
+)
+from syndiffix_ops.run_plan import PlannedForeignKey, database_key_reader, plan_run
 
 SALT = b"bench_linked salt"
 SEED = 2026
@@ -159,40 +168,24 @@ def load_source(engine: sa.Engine, tables: dict[str, pd.DataFrame], keys: dict) 
 # ----------------------------------------------------------------------------------------- measuring
 
 
-def children_per_parent(child: pd.DataFrame, parent: pd.DataFrame, columns, parent_columns) -> np.ndarray:
-    positions = children_positions(child, parent, columns, parent_columns)
-    return np.bincount(positions[positions >= 0], minlength=len(parent))
+def _without_parent(child: pd.DataFrame, parent: pd.DataFrame, fk: PlannedForeignKey) -> float:
+    positions = key_index(parent, fk.parent_columns).get_indexer(key_index(child, fk.columns))
+    return float((positions < 0).mean())
 
 
-def _without_parent(child: pd.DataFrame, parent: pd.DataFrame, columns, parent_columns) -> float:
-    return float((children_positions(child, parent, columns, parent_columns) < 0).mean())
-
-
-def children_positions(child: pd.DataFrame, parent: pd.DataFrame, columns, parent_columns) -> np.ndarray:
-    index = (
-        pd.MultiIndex.from_frame(parent[parent_columns])
-        if len(columns) > 1
-        else pd.Index(parent[parent_columns[0]])
-    )
-    keys = pd.MultiIndex.from_frame(child[columns]) if len(columns) > 1 else pd.Index(child[columns[0]])
-    return index.get_indexer(keys)
-
-
-def resample_tvd(source: dict[str, pd.DataFrame], child: str, columns, parent: str, parent_columns) -> float:
+def resample_tvd(
+    source: dict[str, pd.DataFrame], child: str, fk: PlannedForeignKey, source_counts: np.ndarray
+) -> float:
+    """`source_counts`: the source's children_per_parent of the link."""
     rng = np.random.default_rng(SEED)
     resampled = {n: f.iloc[rng.integers(0, len(f), len(f))].reset_index(drop=True) for n, f in source.items()}
-    real = count_bins(children_per_parent(source[child], source[parent], columns, parent_columns))
     # duplicated parent keys: every copy of a parent row counts the children of its key
-    parent_rows = resampled[parent]
-    unique_parents = parent_rows.drop_duplicates(subset=parent_columns)
-    counts = children_per_parent(resampled[child], unique_parents, columns, parent_columns)
-    copies = parent_rows.groupby(parent_columns, sort=False).size()
-    copies = copies.reindex(
-        pd.MultiIndex.from_frame(unique_parents[parent_columns])
-        if len(parent_columns) > 1
-        else unique_parents[parent_columns[0]]
-    ).to_numpy()
-    return tvd(real, count_bins(np.repeat(counts, copies)))
+    parent_rows = resampled[fk.parent]
+    unique_parents = parent_rows.drop_duplicates(subset=list(fk.parent_columns))
+    counts = children_per_parent(resampled[child], unique_parents, fk)
+    copies = parent_rows.groupby(list(fk.parent_columns), sort=False).size()
+    copies = copies.reindex(key_index(unique_parents, fk.parent_columns)).to_numpy()
+    return tvd(count_bins(source_counts), count_bins(np.repeat(counts, copies)))
 
 
 def _table_config(name: str, keys: dict) -> dict:
@@ -256,9 +249,6 @@ def run_dataset(url: str, part: str, flight_rows: int) -> dict:
 
 
 def measure(engine: sa.Engine, source: dict, synthetic: dict, keys: dict) -> dict:
-    from syndiffix_ops.linked_report import strongest_correlations
-    from syndiffix_ops.run_plan import PlannedForeignKey
-
     links = []
     with engine.connect() as conn:
         for child, columns, parent, parent_columns in keys["foreign"]:
@@ -267,29 +257,41 @@ def measure(engine: sa.Engine, source: dict, synthetic: dict, keys: dict) -> dic
             total, valid = conn.exec_driver_sql(
                 f'SELECT count(*), count(p.*) FROM synthetic."{child}" c LEFT JOIN synthetic."{parent}" p ON {on} WHERE {present}'
             ).one()
-            real = children_per_parent(source[child], source[parent], columns, parent_columns)
-            fake = children_per_parent(synthetic[child], synthetic[parent], columns, parent_columns)
             fk = PlannedForeignKey(tuple(columns), parent, tuple(parent_columns))
+            real = children_per_parent(source[child], source[parent], fk)
+            fake = children_per_parent(synthetic[child], synthetic[parent], fk)
             child_keys = [c for k in keys["foreign"] if k[0] == child for c in k[1]]
             skip = {*keys["aid"].get(parent, []), *keys["primary"].get(parent, []), *child_keys}
-            pairs = strongest_correlations(
-                fk, source[child], source[parent], synthetic[child], synthetic[parent], skip=skip
+            correlations = correlation_figures(
+                fk,
+                source[child],
+                source[parent],
+                synthetic[child],
+                synthetic[parent],
+                skip=skip,
+                source_counts=real,
             )
+            per_parent = parent_aggregates(source[child], source[parent], fk, skip | set(parent_columns))
+            for pair in correlations["correlations"]:
+                pair["source_sd"] = bootstrap_sd(
+                    source[parent][pair["parent_column"]], per_parent[pair["child_aggregate"]]
+                )
             links.append(
                 {
                     "link": f"{child}({', '.join(columns)}) -> {parent}",
                     "valid_fk_share": valid / total if total else 1.0,
                     "null_share": {  # with on_orphan null, a key that matches no parent row counts as null
-                        "source": _without_parent(source[child], source[parent], columns, parent_columns),
+                        "source": _without_parent(source[child], source[parent], fk),
                         "synthetic": float(synthetic[child][columns].isna().any(axis=1).mean()),
                     },
                     "tvd": tvd(count_bins(real), count_bins(fake)),
-                    "resample_tvd": resample_tvd(source, child, columns, parent, parent_columns),
+                    "resample_tvd": resample_tvd(source, child, fk, real),
                     "max_children": {
                         "source": int(real.max(initial=0)),
                         "synthetic": int(fake.max(initial=0)),
                     },
-                    "correlations": pairs,
+                    "parents_with_children": int((real > 0).sum()),
+                    **correlations,
                 }
             )
         unique = {}
@@ -306,6 +308,25 @@ def measure(engine: sa.Engine, source: dict, synthetic: dict, keys: dict) -> dic
         "primary_keys_unique": unique,
         "data_key_ranges": data_key_ranges(source, synthetic, keys),
     }
+
+
+def bootstrap_sd(parent_column: pd.Series, aggregate: pd.Series, rounds: int = 200) -> float:
+    """Standard deviation of the source correlation over parents resampled with replacement: how much
+    the source's own correlation moves with the sample of parents it is measured on."""
+    x = pd.to_numeric(pd.Series(parent_column.to_numpy()), errors="coerce").to_numpy(dtype=float)
+    y = aggregate.to_numpy(dtype=float)
+    both = ~np.isnan(x) & ~np.isnan(y)
+    x, y = x[both], y[both]
+    rng = np.random.default_rng(SEED)
+    r = []
+    for _ in range(rounds // 10):  # 10 resamples at a time: the part's peak memory stays the set's
+        draws = rng.integers(0, len(x), (10, len(x)))
+        xs, ys = x[draws], y[draws]
+        xs = xs - xs.mean(axis=1, keepdims=True)
+        ys = ys - ys.mean(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            r.append((xs * ys).sum(axis=1) / np.sqrt((xs * xs).sum(axis=1) * (ys * ys).sum(axis=1)))
+    return float(np.nanstd(np.concatenate(r)))
 
 
 def data_key_ranges(source: dict, synthetic: dict, keys: dict) -> dict:
@@ -479,12 +500,14 @@ def show(result: dict) -> None:
     for link in result["links"]:
         print(
             f"  {link['link']}: valid non-null FKs {link['valid_fk_share']:.2%}; null share {link['null_share']['source']:.3f} -> "
-            f"{link['null_share']['synthetic']:.3f}; children-per-parent TVD {link['tvd']:.3f} (resample {link['resample_tvd']:.3f}, "
+            f"{link['null_share']['synthetic']:.3f}; {link['parents_with_children']:,} source parents with children; children-per-parent TVD {link['tvd']:.3f} (resample {link['resample_tvd']:.3f}, "
             f"ratio {link['tvd'] / max(link['resample_tvd'], 1e-9):.2f}); max children {link['max_children']['source']} -> {link['max_children']['synthetic']}"
         )
+        if link["correlations_note"]:
+            print(f"      correlations {link['correlations_note']}")
         for pair in link["correlations"]:
             print(
-                f"      corr({pair['parent_column']}, {pair['child_aggregate']}): source {pair['source']:+.2f}, synthetic {pair['synthetic'] if pair['synthetic'] is None else format(pair['synthetic'], '+.2f')}"
+                f"      corr({pair['parent_column']}, {pair['child_aggregate']}): source {pair['source']:+.2f} (bootstrap sd {pair['source_sd']:.2f}), synthetic {pair['synthetic'] if pair['synthetic'] is None else format(pair['synthetic'], '+.2f')}"
             )
 
 

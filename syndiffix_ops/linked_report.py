@@ -14,10 +14,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from syndiffix_core.linking.extension import key_index
 from syndiffix_core.risk import KHyperLogLog, hash_column, hash_row_numbers
 from syndiffix_ops.run_plan import LinkedSet, PlannedForeignKey
 
 STRONGEST_PAIRS = 3
+# A correlation over n parents has a standard error of about 1/sqrt(n - 3): over fewer than 20 parents
+# it is more than 0.24, so its source and synthetic values say nothing about each other (three origin
+# airports: a correlation of three points is near +-1 whatever the data).
+MIN_CORRELATION_PARENTS = 20
+TOO_FEW_PARENTS = f"not measurable: fewer than {MIN_CORRELATION_PARENTS} parents have children in the source"
 KEY_SKETCH_K = 4096
 
 
@@ -83,10 +89,29 @@ def foreign_key_figures(
             "synthetic": _rounded(synthetic_bins),
         },
         "children_per_parent_tvd": round(tvd(source_bins, synthetic_bins), 3),
-        "correlations": strongest_correlations(
-            fk, child, parent, synthetic_child, synthetic_parent, skip=skip
+        **correlation_figures(
+            fk, child, parent, synthetic_child, synthetic_parent, skip=skip, source_counts=source_counts
         ),
     }
+
+
+def correlation_figures(
+    fk: PlannedForeignKey,
+    child: pd.DataFrame,
+    parent: pd.DataFrame,
+    synthetic_child: pd.DataFrame,
+    synthetic_parent: pd.DataFrame,
+    *,
+    skip: set[str],
+    source_counts: np.ndarray,
+) -> dict[str, Any]:
+    """`correlations`: the strongest pairs (strongest_correlations), none when too few parents of the
+    source have children to measure a correlation; `correlations_note` then says why. `source_counts`:
+    the source's children_per_parent."""
+    if (source_counts > 0).sum() < MIN_CORRELATION_PARENTS:
+        return {"correlations": [], "correlations_note": TOO_FEW_PARENTS}
+    pairs = strongest_correlations(fk, child, parent, synthetic_child, synthetic_parent, skip=skip)
+    return {"correlations": pairs, "correlations_note": None}
 
 
 def _rounded(bins: pd.Series) -> list[float]:
@@ -102,13 +127,7 @@ def _null(frame: pd.DataFrame, fk: PlannedForeignKey) -> pd.Series:
 
 
 def _positions(child: pd.DataFrame, parent: pd.DataFrame, fk: PlannedForeignKey) -> np.ndarray:
-    return _index(parent, fk.parent_columns).get_indexer(_index(child, fk.columns))
-
-
-def _index(frame: pd.DataFrame, columns: Sequence[str]) -> pd.Index:
-    if len(columns) == 1:
-        return pd.Index(frame[columns[0]])
-    return pd.MultiIndex.from_frame(frame[list(columns)])
+    return key_index(parent, fk.parent_columns).get_indexer(key_index(child, fk.columns))
 
 
 def children_per_parent(child: pd.DataFrame, parent: pd.DataFrame, fk: PlannedForeignKey) -> np.ndarray:
@@ -218,7 +237,7 @@ def links_section(table: str, figures: Mapping[str, Any]):
 
     rows = []
     for label, fk in figures.get("foreign_keys", {}).items():
-        pairs = "; ".join(
+        pairs = fk.get("correlations_note") or "; ".join(
             f"{p['parent_column']} x {p['child_aggregate']}: {p['source']} / {p['synthetic']}"
             for p in fk["correlations"]
         )

@@ -7,7 +7,7 @@ categorical target, R² (in %, negative values shown as 0) for a numeric one. Th
 made from all source rows, test rows included, so its score is an upper estimate of what it would reach
 on new rows.
 
-Needs scikit-learn (`pip install "syndiffix-ops[ml]"`); without it the part is reported as missing.
+Needs scikit-learn (`pip install scikit-learn`, or the `ml` extra); without it the part is reported as missing.
 Only the two scores leave this module: no prediction, row or split is stored.
 """
 
@@ -36,7 +36,7 @@ def ml_efficacy(original: pd.DataFrame, synthetic: pd.DataFrame, target: str) ->
     try:
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
     except ImportError:
-        return {**base, "note": 'needs scikit-learn: pip install "syndiffix-ops[ml]"'}
+        return {**base, "note": "needs scikit-learn: pip install scikit-learn"}
     features = [c for c in synthetic.columns if c != target and c in original.columns]
     source_target = original[target]
     classify = not _is_numeric(source_target) or source_target.nunique(dropna=True) <= 10

@@ -151,22 +151,6 @@ def plan_run(config: PipelineConfig, read_keys: KeyReader | None = None) -> RunP
     return RunPlan(tuple(linked), tuple(single), keys)
 
 
-def task_table(config: PipelineConfig, linked_set: LinkedSet) -> str:
-    """The table whose Airflow task runs `linked_set`, planned at run time with the source's keys.
-
-    The DAG is built from the YAML's keys alone (parsing touches no database): each YAML-declared set
-    has a task of its own (named by its first table), every other table a mapped task. A set the
-    source's keys form, or grow, at run time is run by exactly one of those tasks: the task of the first
-    YAML-declared set inside it, else the mapped task of its first table; the tasks of its other tables
-    skip."""
-    parse_time = plan_run(config)
-    for name in linked_set.tables:
-        declared = parse_time.set_of(name)
-        if declared is not None:
-            return declared.tables[0]
-    return linked_set.tables[0]
-
-
 def _yaml_keys(table: TableConfig) -> bool:
     return bool(table.primary_key or table.unique or table.foreign_keys)
 

@@ -1,12 +1,14 @@
 """OpenLineage datasets and facets of SyntheticTableOperator's task: START, COMPLETE and FAIL events.
 
-The tables a task reads and writes are known from its config before it runs, so START and FAIL events
-carry the input and output datasets too; COMPLETE adds what only the run knows (schemas as written,
-column lineage, rows written, lineage ids). Two facets of this provider:
+The tables a task reads and writes are known from its config before it runs (every table of a linked
+set, when the task writes one), so START and FAIL events carry the input and output datasets too;
+COMPLETE adds what only the run knows (schemas as written, column lineage, rows written, lineage ids).
+Two facets of this provider:
 
-- run facet `syndiffix`: engine, effective engine parameters, table and column set, the lineage ids of
-  the tables written, the epsilon spent (dp_marginals; None for engines without a DP budget) and a salt
-  fingerprint (see syndiffix_ops.fingerprint), never the salt;
+- run facet `syndiffix`: engine, effective engine parameters, table (a linked set's first) and column
+  set, the tables of the linked set, the lineage ids of the tables written, the epsilon spent
+  (dp_marginals; None when no table has a DP budget) and a salt fingerprint (see
+  syndiffix_ops.fingerprint), never the salt;
 - input dataset facet `syndiffix_aidColumns`: the AID columns read to protect entities, never written.
 """
 
@@ -42,6 +44,7 @@ class SyndiffixRunFacet(RunFacet):
     parameters: dict[str, Any]
     table: str
     columnSet: str | None = None
+    linkedSet: list[str] = attr.field(factory=list)
     lineageIds: list[str] = attr.field(factory=list)
     epsilonSpent: float | None = None
     saltFingerprint: str | None = None
@@ -62,37 +65,52 @@ class AidColumnsDatasetFacet(DatasetFacet):
 
 
 @dataclass(frozen=True)
+class PlannedTable:
+    """One source table a task reads and the target tables it writes from it (one per column set)."""
+
+    name: str  # the config entry's name
+    source_schema: str | None
+    source_table: str
+    targets: list[str]
+    aid_columns: list[str]
+    epsilon_per_output: float | None
+
+
+@dataclass(frozen=True)
 class TaskPlan:
-    """What a task reads and writes, from its config and connections, before anything runs."""
+    """What a task reads and writes, from its config and connections, before anything runs: one table,
+    or every table of its linked set (parents first). Engine and parameters are the first table's."""
 
     source_url: sa.URL
     target_url: sa.URL
-    source_schema: str | None
-    source_table: str
+    tables: list[PlannedTable]
     target_schema: str | None
-    targets: list[str]
-    aid_columns: list[str]
     engine: str
     parameters: dict[str, Any]
-    table: str
     column_set: str | None
-    epsilon_per_output: float | None
     salt_fingerprint: str | None
 
 
 def on_start(plan: TaskPlan) -> OperatorLineage:
+    inputs = [
+        _input_dataset(plan.source_url, t.source_schema, t.source_table, t.aid_columns, columns=None)
+        for t in plan.tables
+    ]
     return OperatorLineage(
-        inputs=[_input(plan, columns=None)],
-        outputs=[_output_dataset(plan.target_url, plan.target_schema, t) for t in plan.targets],
-        run_facets={"syndiffix": _run_facet(plan, lineage_ids=[], outputs_written=0)},
+        inputs=list({i.name: i for i in inputs}.values()),  # two entries may read one source table
+        outputs=[
+            _output_dataset(plan.target_url, plan.target_schema, target)
+            for t in plan.tables
+            for target in t.targets
+        ],
+        run_facets={"syndiffix": _run_facet(plan, written=[])},
     )
 
 
 def on_failure(plan: TaskPlan, written: Sequence[TableRunResult]) -> OperatorLineage:
     """The planned datasets; the run facet counts what was written before the failure."""
     lineage = on_start(plan)
-    ids = [r.lineage_id for r in written if r.lineage_id]
-    lineage.run_facets["syndiffix"] = _run_facet(plan, lineage_ids=ids, outputs_written=len(written))
+    lineage.run_facets["syndiffix"] = _run_facet(plan, written=written)
     return lineage
 
 
@@ -122,30 +140,27 @@ def on_complete(plan: TaskPlan, written: Sequence[TableRunResult]) -> OperatorLi
             )
         }
         outputs.append(target)
-    ids = [r.lineage_id for r in written if r.lineage_id]
     return OperatorLineage(
         inputs=list(inputs.values()),
         outputs=outputs,
-        run_facets={"syndiffix": _run_facet(plan, lineage_ids=ids, outputs_written=len(written))},
+        run_facets={"syndiffix": _run_facet(plan, written=written)},
     )
 
 
-def _run_facet(plan: TaskPlan, *, lineage_ids: list[str], outputs_written: int) -> SyndiffixRunFacet:
+def _run_facet(plan: TaskPlan, *, written: Sequence[TableRunResult]) -> SyndiffixRunFacet:
     # Each output is one release of the same entities: DP budgets add up over the outputs written.
-    spent = None if plan.epsilon_per_output is None else plan.epsilon_per_output * outputs_written
+    epsilon = {t.name: t.epsilon_per_output for t in plan.tables if t.epsilon_per_output is not None}
+    spent = sum((epsilon.get(r.table, 0.0) for r in written), 0.0) if epsilon else None
     return SyndiffixRunFacet(
         engine=plan.engine,
         parameters=plan.parameters,
-        table=plan.table,
+        table=plan.tables[0].name,
         columnSet=plan.column_set,
-        lineageIds=lineage_ids,
+        linkedSet=[t.name for t in plan.tables] if len(plan.tables) > 1 else [],
+        lineageIds=[r.lineage_id for r in written if r.lineage_id],
         epsilonSpent=spent,
         saltFingerprint=plan.salt_fingerprint,
     )
-
-
-def _input(plan: TaskPlan, columns: Sequence[ColumnInfo] | None) -> InputDataset:
-    return _input_dataset(plan.source_url, plan.source_schema, plan.source_table, plan.aid_columns, columns)
 
 
 def _input_dataset(

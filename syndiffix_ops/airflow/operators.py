@@ -12,7 +12,8 @@ layer (pandas, SQLAlchemy, the engines) is imported inside `execute`, on the wor
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -24,8 +25,8 @@ from syndiffix_ops.airflow.links import SyntheticReportLink
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-    from syndiffix_ops.airflow.openlineage_facets import TaskPlan
-    from syndiffix_ops.config import PipelineConfig
+    from syndiffix_ops.airflow.openlineage_facets import PlannedTable, TaskPlan
+    from syndiffix_ops.config import PipelineConfig, TableConfig
     from syndiffix_ops.run_result import TableRunResult
 
 
@@ -35,6 +36,9 @@ class SyntheticTableOperator(BaseOperator):
     :param config_path: the YAML config (read on the worker when the task runs, not at parse time).
     :param table: the table entry's name (its `name`, else its target, else its source).
     :param column_set: write only this column set of the table (the DAG factory maps one task per set).
+    :param linked_set: the tables of the linked set this task writes, parents first, as the DAG planned
+        them (`table` is the first); an empty list: the table is planned to be written alone. None (an
+        operator on its own): the table alone, or its whole linked set, as the keys say when it runs.
     :param source_conn_id: Airflow connection of the source; default the config's `source_conn_id`.
     :param target_conn_id: Airflow connection of the target; default the config's `target_conn_id`.
     :param salt_conn_id: connection whose password is the salt.
@@ -64,6 +68,7 @@ class SyntheticTableOperator(BaseOperator):
         config_path: str,
         table: str,
         column_set: str | None = None,
+        linked_set: Sequence[str] | None = None,
         source_conn_id: str | None = None,
         target_conn_id: str | None = None,
         salt_conn_id: str | None = None,
@@ -76,6 +81,7 @@ class SyntheticTableOperator(BaseOperator):
         self.config_path = str(config_path)
         self.table = table
         self.column_set = column_set
+        self.linked_set = list(linked_set) if linked_set is not None else None
         self.source_conn_id = source_conn_id
         self.target_conn_id = target_conn_id
         self.salt_conn_id = salt_conn_id
@@ -89,21 +95,10 @@ class SyntheticTableOperator(BaseOperator):
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         """Run the table; a failure no retry can fix (config, missing table or column, type policy,
-        schema drift) fails the task at once, any other failure is left to Airflow's retries."""
-        from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
-        from syndiffix_ops.errors import is_permanent
-
-        try:
+        schema drift, keys changed since the run was planned) fails the task at once, any other failure
+        is left to Airflow's retries."""
+        with failing_at_once_when_permanent():
             return self._synthesize(context)
-        except (AirflowFailException, AirflowSkipException):
-            raise
-        except Exception as error:
-            if is_permanent(error):
-                raise AirflowFailException(
-                    f"{error} (not retried: it fails the same way until fixed)"
-                ) from error
-            raise
 
     def _synthesize(self, context: Any) -> list[dict[str, Any]]:
         import sqlalchemy as sa
@@ -155,35 +150,34 @@ class SyntheticTableOperator(BaseOperator):
         """(source, target) SQLAlchemy URLs: from the connections, else from the config's URLs."""
         import sqlalchemy as sa
 
-        source_conn_id = self.source_conn_id or config.source_conn_id
         target_conn_id = self.target_conn_id or config.target_conn_id
-        source = (
-            _connection_url("source", source_conn_id) if source_conn_id else sa.make_url(config.source_url())
-        )
         target = (
             _connection_url("target", target_conn_id) if target_conn_id else sa.make_url(config.target_url())
         )
-        return source, target
+        return source_url(config, self.source_conn_id), target
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
-        """The table alone, or the linked set it belongs to with the source's keys (planned now, on the
-        worker: the DAG was parsed without a database). One task runs each set; the others skip."""
-        from airflow.sdk.exceptions import AirflowSkipException
-
+        """The table alone or its linked set, as the DAG planned it; the set is planned again here (its
+        keys are needed to write it), and a plan that no longer holds fails the task."""
         from syndiffix_ops.linked_pipeline import run_linked_set
         from syndiffix_ops.pipeline import run_table
-        from syndiffix_ops.run_plan import database_key_reader, plan_run, task_table
+        from syndiffix_ops.run_plan import database_key_reader, plan_run
 
+        if self.linked_set == []:
+            return run_table(config, table, **arguments)
         read_keys = database_key_reader(arguments["source"]) if config.keys_from_database else None
         linked_set = plan_run(config, read_keys).set_of(table.display_name)
+        if self.linked_set is not None:
+            found = list(linked_set.tables) if linked_set else [table.display_name]
+            if found != self.linked_set:
+                now = f"goes with {', '.join(found)}" if len(found) > 1 else "goes alone"
+                raise PlanChanged(
+                    f"linked set {', '.join(self.linked_set)}: the source's keys changed after the run "
+                    f"was planned (table {table.display_name} now {now}); clear the whole DAG run so "
+                    "that its plan task plans it again"
+                )
         if linked_set is None:
             return run_table(config, table, **arguments)
-        runner = task_table(config, linked_set)
-        if runner != self.table:
-            raise AirflowSkipException(
-                f"table {table.display_name} is written with linked set {', '.join(linked_set.tables)} "
-                f"by the task of table {runner}"
-            )
         return run_linked_set(config, linked_set, **arguments)
 
     def _salt(self) -> bytes | None:
@@ -234,6 +228,8 @@ class SyntheticTableOperator(BaseOperator):
         return openlineage_facets.on_failure(self._lineage_plan(), self._written)
 
     def _lineage_plan(self) -> TaskPlan:
+        """The tables this task reads and writes: its linked set as the DAG planned it, else its table
+        (an operator on its own plans its set only when it runs: its COMPLETE event names every table)."""
         import os
 
         from syndiffix_ops.airflow.openlineage_facets import TaskPlan
@@ -242,34 +238,52 @@ class SyntheticTableOperator(BaseOperator):
         from syndiffix_ops.fingerprint import salt_fingerprint
 
         config = load_config(self.config_path)
-        table = _table_for_task(config, self.table, self.column_set)
-        effective = config.effective(table)
+        tables = [_table_for_task(config, self.table, self.column_set)]
+        tables += [config.table(name) for name in (self.linked_set or [])[1:]]
+        first = config.effective(tables[0])
         source_url, target_url = self._urls(config)
-        salt = self._salt() or (os.environ.get(effective.salt_env) or "").encode()
+        salt = self._salt() or (os.environ.get(first.salt_env) or "").encode()
         return TaskPlan(
             source_url=source_url,
             target_url=target_url,
-            source_schema=table.schema_name,
-            source_table=table.table_name,
+            tables=[_planned_table(config, table) for table in tables],
             target_schema=config.target_schema,
-            targets=list(table.output_targets().values()),
-            aid_columns=list(table.aid_columns),
-            engine=effective.engine,
-            parameters=resolved_params(get_engine(effective.engine), effective.engine_params),
-            table=table.display_name,
+            engine=first.engine,
+            parameters=resolved_params(get_engine(first.engine), first.engine_params),
             column_set=self.column_set,
-            epsilon_per_output=getattr(effective.engine_params, "epsilon", None),
             salt_fingerprint=salt_fingerprint(salt) if salt else None,
         )
 
 
-class LinkedSetOperator(SyntheticTableOperator):
-    """The task of a linked set declared in the YAML (docs/linked-tables.md): every table of the set,
-    parents before children, written as one unit. `table` is the set's first table; the set is planned
-    when the task runs, from the YAML's keys and the source's declared keys, as `syndiffix-ops run`
-    plans it (see SyntheticTableOperator._run)."""
+class PlanChanged(Exception):
+    """The keys changed between a run's plan task and one of its synthesize tasks."""
 
-    ui_color = "#dcebfa"
+
+@contextmanager
+def failing_at_once_when_permanent() -> Iterator[None]:
+    """A failure no retry can fix fails the task in its first try; other failures are left to retries."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    from syndiffix_ops.errors import is_permanent
+
+    try:
+        yield
+    except (AirflowFailException, AirflowSkipException):
+        raise
+    except PlanChanged as error:
+        raise AirflowFailException(str(error)) from error
+    except Exception as error:
+        if is_permanent(error):
+            raise AirflowFailException(f"{error} (not retried: it fails the same way until fixed)") from error
+        raise
+
+
+def source_url(config: PipelineConfig, source_conn_id: str | None) -> sa.URL:
+    """The source's SQLAlchemy URL: from the Airflow connection, else from the config's URL."""
+    import sqlalchemy as sa
+
+    conn_id = source_conn_id or config.source_conn_id
+    return _connection_url("source", conn_id) if conn_id else sa.make_url(config.source_url())
 
 
 def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
@@ -287,6 +301,19 @@ def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
             ]
         )
     return table.model_copy(update={"column_sets": {column_set: table.column_sets[column_set]}})
+
+
+def _planned_table(config: PipelineConfig, table: TableConfig) -> PlannedTable:
+    from syndiffix_ops.airflow.openlineage_facets import PlannedTable
+
+    return PlannedTable(
+        name=table.display_name,
+        source_schema=table.schema_name,
+        source_table=table.table_name,
+        targets=list(table.output_targets().values()),
+        aid_columns=list(table.aid_columns),
+        epsilon_per_output=getattr(config.effective(table).engine_params, "epsilon", None),
+    )
 
 
 _DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306, "mariadb": 3306}

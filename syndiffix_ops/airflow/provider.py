@@ -39,7 +39,11 @@ def get_provider_info() -> dict:
         "operators": [
             {
                 "integration-name": "SynDiffix",
-                "python-modules": ["syndiffix_ops.airflow.operators", "syndiffix_ops.airflow.risk_operator"],
+                "python-modules": [
+                    "syndiffix_ops.airflow.operators",
+                    "syndiffix_ops.airflow.plan_operator",
+                    "syndiffix_ops.airflow.risk_operator",
+                ],
             }
         ],
         "extra-links": ["syndiffix_ops.airflow.links.SyntheticReportLink"],

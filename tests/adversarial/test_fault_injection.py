@@ -7,15 +7,20 @@ reports the process in `wait_for_partner`), so the test hands the run through th
 time and stops before the event that marks the kill point; the run waits there and is killed. The
 event sequence comes from an uninterrupted run of the same config.
 
-A run can slip past an event when it reopens the pipe before the test has closed its end (SQLite's
-swap takes microseconds). The test reads each hand-over to its end, so it knows the event the run was
-really held at, and tries again until the hold is exact. So that a slipped run still cannot commit, a
-guard holds the lock a commit would need: PostgreSQL's lineage table in SHARE mode (readers pass,
-the lineage insert waits), SQLite's shared lock (the commit waits), MariaDB's lineage rows FOR UPDATE.
+A run can slip past an event: it reopens the pipe before the test has closed its end (SQLite's
+swap takes microseconds), and then either writes the next event before the test closes (the test reads
+it, or the pipe drops it with the test's end) or after (the write fails with EPIPE and the CLI drops
+the event, as it does for any monitor that goes away). So the test reads each hand-over to its end and
+finds the events it read in the run's sequence (a dropped one leaves a gap), knows the event the run
+was at least held at, and tries again until the hold is exact. So that a slipped run still cannot get
+past the kill point's state, a guard holds the lock the next step needs: PostgreSQL's lineage table in
+SHARE mode (readers pass, the lineage insert waits), SQLite's shared lock (the commit waits), MariaDB's
+lineage rows FOR UPDATE and, before the swap, a metadata lock on the target table (the RENAME waits).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
@@ -43,14 +48,19 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 WAIT_SECONDS = 120  # the longest a stage of this small table may take on a loaded machine
 
 
-def _held_at(events: list[str], point: str) -> int:
+Event = tuple[str, float]  # (stage, fraction), as the CLI writes them to the progress file
+BEFORE_SWAP = ("after read", "during synthesis", "during staging write")
+
+
+def _held_at(events: list[Event], point: str) -> int:
     """Index of the event the run is held at for a kill point."""
-    synthesis = [i for i, e in enumerate(events) if e.startswith("synthesize: ")]
+    stages = [stage for stage, _ in events]
+    synthesis = [i for i, stage in enumerate(stages) if stage.startswith("synthesize: ")]
     return {
-        "after read": events.index("synthesize"),  # the read has finished, synthesis not begun
+        "after read": stages.index("synthesize"),  # the read has finished, synthesis not begun
         "during synthesis": synthesis[1],  # the engine has reported its first stage
-        "during staging write": events.index("write: staged"),  # rows in the staging table
-        "between swap and lineage": events.index("write: swapped"),  # renamed, lineage not inserted
+        "during staging write": stages.index("write: staged"),  # rows in the staging table
+        "between swap and lineage": stages.index("write: swapped"),  # renamed, lineage not inserted
     }[point]
 
 
@@ -104,9 +114,10 @@ def _wchan(pid: int) -> str:
 
 
 class _Guard:
-    """Holds the lock the run's commit needs (see the module doc); `waited_on` says the run waits for it."""
+    """Holds the lock the run's next step needs (see the module doc); `waited_on` says the run waits
+    for it. `target`: on MariaDB also hold the swap of this table (a kill point before the swap)."""
 
-    def __init__(self, engine: sa.Engine, schema: str | None):
+    def __init__(self, engine: sa.Engine, schema: str | None, target: str | None = None):
         self.engine, self.schema = engine, schema
         self.conn = engine.connect()
         lineage = LINEAGE_TABLE if schema is None else f'"{schema}".{LINEAGE_TABLE}'
@@ -117,6 +128,8 @@ class _Guard:
             self.conn.exec_driver_sql(f"SELECT count(*) FROM {LINEAGE_TABLE}").all()
         else:
             self.conn.exec_driver_sql(f"SELECT lineage_id FROM {LINEAGE_TABLE} FOR UPDATE").all()
+            if target is not None:  # reading it in this open transaction holds its metadata lock
+                self.conn.exec_driver_sql(f"SELECT 1 FROM `{target}` LIMIT 1").all()
 
     def waited_on(self, pid: int) -> bool:
         dialect = self.engine.dialect.name
@@ -128,16 +141,36 @@ class _Guard:
                 "WHERE NOT l.granted AND a.datname = current_database()"
             )
         else:
-            statement = (
-                "SELECT count(*) FROM information_schema.innodb_trx t JOIN information_schema.processlist p "
-                "ON p.id = t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()"
-            )
+            statement = f"SELECT count(*) FROM ({_MARIADB_WAITING}) waiting"
         with self.engine.connect() as conn:  # pooled: one connection serves every poll
             return conn.exec_driver_sql(statement).scalar_one() > 0
 
     def release(self) -> None:
+        if self.engine.dialect.name not in ("sqlite", "postgresql"):
+            self._end_waiting_sessions()
         self.conn.rollback()
         self.conn.close()
+
+    def _end_waiting_sessions(self) -> None:
+        """End the MariaDB sessions a killed run left waiting on the guard before letting them go: the
+        server notices a dead client only between statements, so a waiting RENAME would run (and
+        commit) as soon as the guard is released."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        with self.engine.connect() as conn:
+            while waiting := conn.exec_driver_sql(_MARIADB_WAITING).scalars().all():
+                for thread in waiting:
+                    with contextlib.suppress(sa.exc.OperationalError):  # it ended meanwhile
+                        conn.exec_driver_sql(f"KILL {int(thread)}")
+                assert time.monotonic() < deadline, f"sessions {waiting} still wait on the guard"
+
+
+# The sessions of the test's own database that wait for a row lock (the lineage insert) or a metadata
+# lock (the RENAME): on MariaDB only the guard holds such locks against a run.
+_MARIADB_WAITING = (
+    "SELECT p.id FROM information_schema.processlist p "
+    "LEFT JOIN information_schema.innodb_trx t ON p.id = t.trx_mysql_thread_id "
+    "WHERE p.db = DATABASE() AND (t.trx_state = 'LOCK WAIT' OR p.state = 'Waiting for table metadata lock')"
+)
 
 
 def _wait_until_held(process: subprocess.Popen, guard: _Guard | None = None) -> str:
@@ -168,33 +201,42 @@ def _cli(config: Path, progress_file: Path, **popen) -> subprocess.Popen:
     return subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL, text=True, **popen)
 
 
-def _baseline(config: Path) -> list[str]:
+def _baseline(config: Path) -> list[Event]:
     """An uninterrupted run: the previous table and lineage, and the events a run reports (the CLI
-    reports the same ones; the hand-over checks each against this list)."""
-    events: list[str] = []
+    reports the same ones; the hand-over finds what it reads in this list)."""
+    events: list[Event] = []
     run_table(
         load_config(config),
         load_config(config).tables[0].target_name,
         salt=SALT,
-        progress=lambda stage, fraction: events.append(stage),
+        progress=lambda stage, fraction: events.append((stage, round(fraction, 4))),
     )
+    assert len(set(events)) == len(events), f"events repeat, so a hand-over could not place them: {events}"
     return events
 
 
-def _kill_at(config: Path, pipe: Path, events: list[str], held_at: int, guard: _Guard) -> int:
+def _placed(events: list[Event], reported: list[Event], handed: int) -> int:
+    """How many events the run has passed, given that it reported `reported` (in one hand-over) after
+    the first `handed`; events in between were dropped on the way (see the module doc)."""
+    start = events.index(reported[0], handed)  # ValueError: an event the run should not report (now)
+    assert reported == events[start : start + len(reported)], (reported, events[handed:])
+    return start + len(reported)
+
+
+def _kill_at(config: Path, pipe: Path, events: list[Event], held_at: int, guard: _Guard) -> int:
     """Run the CLI, hand it through events[:held_at], kill -9 it where it is then held; return the
-    index of the event it was held at (held_at, unless it slipped past while the test was reading)."""
+    index of the event it was held at at the least (held_at, unless it slipped past on the way)."""
     os.mkfifo(pipe)
     process = _cli(config, pipe, stderr=subprocess.PIPE)
     handed = 0
     try:
         while handed < held_at:
             if _wait_until_held(process, guard) == "guard":
-                break  # slipped all the way to the commit, which the guard holds back
+                handed = len(events)  # slipped all the way to the step the guard holds back
+                break
             with pipe.open(encoding="utf-8") as reader:
-                reported = [json.loads(line)["stage"] for line in reader.read().splitlines()]
-            assert reported == events[handed : handed + len(reported)]
-            handed += len(reported)
+                lines = [json.loads(line) for line in reader.read().splitlines()]
+            handed = _placed(events, [(e["stage"], e["fraction"]) for e in lines], handed)
         _wait_until_held(process, guard)
         process.send_signal(signal.SIGKILL)
         assert process.wait(timeout=WAIT_SECONDS) == -signal.SIGKILL
@@ -207,11 +249,12 @@ def _kill_at(config: Path, pipe: Path, events: list[str], held_at: int, guard: _
     return handed
 
 
-def _kill_until_held_at(config, pipe, engine, schema, events, point, check) -> None:
-    """Kill runs until one is held exactly at the kill point; every killed run must pass `check`."""
+def _kill_until_held_at(config, pipe, engine, schema, events, point, check, target=None) -> None:
+    """Kill runs until one is held exactly at the kill point; every killed run must pass `check`.
+    `target`: the target table, whose swap the guard holds back at a kill point before it."""
     wanted = _held_at(events, point)
     for _ in range(4):
-        guard = _Guard(engine, schema)
+        guard = _Guard(engine, schema, target if point in BEFORE_SWAP else None)
         try:
             held = _kill_at(config, pipe, events, wanted, guard)
         finally:
@@ -219,7 +262,7 @@ def _kill_until_held_at(config, pipe, engine, schema, events, point, check) -> N
         check(point)
         if held == wanted:
             return
-    pytest.fail(f"four runs slipped past {events[wanted]!r} before they could be held there")
+    pytest.fail(f"four runs slipped past {events[wanted][0]!r} before they could be held there")
 
 
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
@@ -269,7 +312,7 @@ def test_mariadb_leftovers_of_a_killed_replace_are_cleaned_by_the_next_run(maria
         [stage] = own_leftovers()  # a retry's run dropped the one before it on its way
         assert stage.startswith(STAGING_PREFIX)
 
-    _kill_until_held_at(config, pipe, engine, None, events, "during staging write", staging_left)
+    _kill_until_held_at(config, pipe, engine, None, events, "during staging write", staging_left, target)
 
     def previous_table_left(point: str) -> None:
         """Killed between RENAME and the lineage insert: the new table is in place, lineage still

@@ -72,16 +72,20 @@ def test_a_valid_config_becomes_one_dag_with_one_mapped_instance_per_output(airf
     assert set(dag.tags) == {"finance", "syndiffix"}
     assert dag.max_active_tasks == 2
     assert dag.max_active_runs == 1  # two runs at once would write the same tables
-    [task] = dag.tasks
-    assert task.task_id == "synthesize"
+    tasks = {task.task_id: task for task in dag.tasks}
+    assert set(tasks) == {"plan", "synthesize"}  # the plan task reads the source's keys when a run starts
+    assert (tasks["plan"].pool, tasks["plan"].retries) == ("default_pool", 3)  # no synthesis slot taken
+    task = tasks["synthesize"]
     assert task.partial_kwargs["pool"] == "synthesis_pool"
     assert task.partial_kwargs["retries"] == 3
     assert task.partial_kwargs["retry_delay"] == dt.timedelta(seconds=120)
     assert task.partial_kwargs["outlets"] == [AssetAlias(name="syndiffix/syndiffix_good")]
+    (tmp_path / "good.yaml").write_text(GOOD + "keys_from_database: false\n")
+    [task] = build_dag(tmp_path / "good.yaml").tasks  # every key is in the YAML: planned while parsing
     assert task.expand_input.value == [
-        {"table": "orders", "column_set": "by_region"},
-        {"table": "orders", "column_set": "by_day"},
-        {"table": "customers", "column_set": None},
+        {"table": "orders", "column_set": "by_region", "linked_set": []},
+        {"table": "orders", "column_set": "by_day", "linked_set": []},
+        {"table": "customers", "column_set": None, "linked_set": []},
     ]
 
 
@@ -205,7 +209,11 @@ def test_the_provider_info_satisfies_airflows_schema(airflow_env):
     info = get_provider_info()
     jsonschema.validate(info, schema)
     modules = info["operators"][0]["python-modules"]
-    assert modules == ["syndiffix_ops.airflow.operators", "syndiffix_ops.airflow.risk_operator"]
+    assert modules == [
+        "syndiffix_ops.airflow.operators",
+        "syndiffix_ops.airflow.plan_operator",
+        "syndiffix_ops.airflow.risk_operator",
+    ]
     # Every module Airflow is told about must import and hold an operator.
     from airflow.models import BaseOperator
 
@@ -232,7 +240,7 @@ def test_the_operator_keeps_the_salt_out_of_templates_and_the_heavy_imports_out_
     probe = textwrap.dedent(
         """
         import sys
-        import syndiffix_ops.airflow.dag_factory, syndiffix_ops.airflow.operators
+        import syndiffix_ops.airflow.dag_factory, syndiffix_ops.airflow.operators, syndiffix_ops.airflow.plan_operator
         heavy = sorted(m for m in ("pandas", "syndiffix_ops.pipeline", "syndiffix_core") if m in sys.modules)
         print(",".join(heavy))
         """

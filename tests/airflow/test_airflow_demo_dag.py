@@ -150,7 +150,9 @@ def test_each_table_gets_this_runs_html_report_and_the_task_links_to_it(demo_run
     with create_session() as session:
         rows = session.execute(
             select(XComModel.key, XComModel.value, XComModel.map_index).where(
-                XComModel.dag_id == DAG_ID, XComModel.run_id == demo_run.run_id
+                XComModel.dag_id == DAG_ID,
+                XComModel.run_id == demo_run.run_id,
+                XComModel.task_id == "synthesize",
             )
         ).all()
     values = [_loaded(value) for key, value, _ in rows if key == "return_value"]

@@ -23,18 +23,19 @@ tables:
 """
 
 
-def _task_instances(dag_id: str, run_id: str):
+def _task_instances(dag_id: str, run_id: str) -> dict[str, tuple[str, int]]:
+    """task id -> (state, try number) of the run's task instances: the plan task and synthesize."""
     import sqlalchemy as sa
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        return [
-            (ti.state, ti.try_number)
+        return {
+            ti.task_id: (ti.state, ti.try_number)
             for ti in session.scalars(
                 sa.select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id)
             )
-        ]
+        }
 
 
 def _run(airflow_env, run_dag, add_config_dag, dag_id: str, **fields):
@@ -56,7 +57,9 @@ def test_a_missing_table_or_column_fails_in_one_try_despite_retries(
     dag_id = f"syndiffix_fail_{'table' if 'no_such' in table else 'column'}"
     dag_run = _run(airflow_env, run_dag, add_config_dag, dag_id, source="syndiffix_source", table=table)
     assert dag_run.state == "failed"
-    assert _task_instances(dag_id, dag_run.run_id) == [("failed", 1)], what
+    assert _task_instances(dag_id, dag_run.run_id) == {"plan": ("success", 1), "synthesize": ("failed", 1)}, (
+        what
+    )
     # The FAIL event names what the task was to read and write, as its START event did.
     events = [json.loads(line) for line in airflow_env.openlineage_file.read_text().splitlines()]
     [fail] = [
@@ -83,7 +86,8 @@ def test_a_refused_connection_is_retried(airflow_env, demo_source, run_dag, add_
     dag_id = "syndiffix_fail_connection"
     dag_run = _run(airflow_env, run_dag, add_config_dag, dag_id, source="closed_port", table="demo.planes")
     assert dag_run.state == "failed"
-    assert _task_instances(dag_id, dag_run.run_id) == [("failed", 3)]
+    instances = _task_instances(dag_id, dag_run.run_id)  # the plan task is the first to connect
+    assert instances["plan"] == ("failed", 3) and instances["synthesize"][0] == "upstream_failed"
 
 
 def test_an_undefined_connection_fails_in_one_try_and_names_it(
@@ -92,6 +96,7 @@ def test_an_undefined_connection_fails_in_one_try_and_names_it(
     dag_id = "syndiffix_fail_undefined_connection"
     dag_run = _run(airflow_env, run_dag, add_config_dag, dag_id, source="no_such_conn", table="demo.planes")
     assert dag_run.state == "failed"
-    assert _task_instances(dag_id, dag_run.run_id) == [("failed", 1)]
+    instances = _task_instances(dag_id, dag_run.run_id)
+    assert instances["plan"] == ("failed", 1) and instances["synthesize"][0] == "upstream_failed"
     task_log = "".join(capfd.readouterr())
     assert "source: Airflow connection 'no_such_conn' is not defined" in task_log

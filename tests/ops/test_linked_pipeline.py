@@ -179,6 +179,10 @@ def test_a_linked_set_joins_with_the_sources_sql_and_keeps_its_keys(linked_db, v
     )
     links = results[1].metrics["links"]["foreign_keys"]["(customer_id) -> customers_synth(customer_id)"]
     assert links["valid_share"] == 1.0
+    # 600 customers: measurable; a customer's age drives its number of orders and their amounts
+    assert links["correlations_note"] is None
+    pairs = {(p["parent_column"], p["child_aggregate"]) for p in links["correlations"][:2]}
+    assert pairs == {("age", "children"), ("age", "mean amount")}
     assert results[0].metrics["links"]["key_values_in_source"]["customer_id"] < 0.01
 
 
