@@ -268,7 +268,7 @@ def _synthesize_output(
         # the task log of an Airflow run shows it too, not only the report
         log.warning("%s: over the DP budget: %s", label, dp_release.over_budget)
 
-    stage.name = "quality"
+    notify("quality", 0.5)
     clock = time.perf_counter()
     metrics = quality_metrics(
         frame[output.columns],
@@ -290,7 +290,7 @@ def _synthesize_output(
 
     risk_metrics, risk_sections = None, []
     if run_risk is not None:
-        stage.name = "risk"
+        notify("risk", 0.5)
         clock = time.perf_counter()
         risk_metrics, risk_section = run_risk.for_output(synthetic, output.columns)
         risk_sections.append(risk_section)

@@ -56,6 +56,8 @@ METRICS_SCHEMA_VERSION = 1
 
 _SHARE_DECIMALS = 3
 _METRIC_DECIMALS = 4
+# Rows per block of the correlation sums (8 columns: ~4 MiB per temporary).
+_PEARSON_BLOCK_ROWS = 65_536
 _RATIO_DECIMALS = 2
 _OTHER_LABEL = "other (rare)"
 # A tail share needs this many source rows beyond the quantile to say more than noise.
@@ -127,10 +129,10 @@ def compute_quality(
             "bins": column.labels,
             "original_share": [_round(share, _SHARE_DECIMALS) for share in original_share],
             "synthetic_share": [_round(share, _SHARE_DECIMALS) for share in synthetic_share],
-            "tails": _tails(column) if comparable else [],
+            "tails": column.tails,
         }
 
-    correlation = _correlations(binned, max(min_correlation_rows, rare_threshold, 2))
+    correlation = _correlations(original, synthetic, binned, max(min_correlation_rows, rare_threshold, 2))
     pairs = []
     tvd_2dim = []
     corr_diffs = []
@@ -201,10 +203,12 @@ class _BinnedColumn:
     name: str
     kind: str
     labels: list[str]
-    original_codes: np.ndarray  # int bin index per original row
+    original_codes: np.ndarray  # bin index per original row (uint8 for up to 256 bins)
     synthetic_codes: np.ndarray
-    original_values: np.ndarray | None  # float64 numeric encoding (NaN = null), None for strings
-    synthetic_values: np.ndarray | None
+    tails: list[dict[str, Any]]  # see _tails
+    # (mean, standard deviation) of the finite values of the numeric encoding of each side, None for strings
+    original_moments: tuple[float, float] | None
+    synthetic_moments: tuple[float, float] | None
 
     def shares(self, codes: np.ndarray) -> np.ndarray:
         counts = np.bincount(codes, minlength=len(self.labels)).astype(np.float64)
@@ -228,18 +232,18 @@ def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn, sample: np.ndarray | 
     return _tvd(original, other)
 
 
-def _tails(column: _BinnedColumn) -> list[dict[str, Any]]:
+def _tails(kind: str, original_values: np.ndarray, synthetic_values: np.ndarray) -> list[dict[str, Any]]:
     """Shares of both tables beyond the source's outer quantiles (1 % and 5 % each side): a tail lost in
     synthesis shows here even when it hides inside an outer decile bin. A tail is left out when fewer
     than _MIN_TAIL_ROWS source rows are in it: its share would be mostly noise (and near single rows)."""
-    if column.original_values is None or column.kind == BOOLEAN:
+    if kind == BOOLEAN:
         return []
-    source = column.original_values[~np.isnan(column.original_values)]
-    synthetic = column.synthetic_values[~np.isnan(column.synthetic_values)]
+    source = original_values[~np.isnan(original_values)]
+    synthetic = synthetic_values[~np.isnan(synthetic_values)]
     finite = source[np.isfinite(source)]  # an infinite value is beyond every edge, never an edge itself
     if finite.size == 0 or synthetic.size == 0:
         return []
-    step = _rounding_step(finite, column.kind)
+    step = _rounding_step(finite, kind)
     tails = []
     for side, quantile in (("low", 0.01), ("low", 0.05), ("high", 0.95), ("high", 0.99)):
         edge = float(np.round(np.quantile(finite, quantile) / step) * step)
@@ -247,7 +251,7 @@ def _tails(column: _BinnedColumn) -> list[dict[str, Any]]:
         source_rows = int((sign * (source - edge) > 0).sum())
         if source_rows < _MIN_TAIL_ROWS:
             continue
-        label = f"{'<' if side == 'low' else '>'} {_format_edge(edge, column.kind, step)}"
+        label = f"{'<' if side == 'low' else '>'} {_format_edge(edge, kind, step)}"
         tails.append(
             {
                 "side": side,
@@ -285,6 +289,8 @@ def _report_kind(series: pd.Series) -> str:
 def _as_float(series: pd.Series, kind: str) -> np.ndarray:
     """Numeric encoding: booleans 0/1, numbers as is, timestamps/dates as Unix seconds, times as seconds since
     midnight; anything that does not parse (e.g. a string in a synthetic number column) counts as null."""
+    if kind == BOOLEAN and pd.api.types.is_bool_dtype(series.dtype):
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
     if kind == BOOLEAN:
         numbers = pd.to_numeric(series.astype(object).map({True: 1.0, False: 0.0}), errors="coerce")
         return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -307,11 +313,13 @@ def _as_float(series: pd.Series, kind: str) -> np.ndarray:
 def _bin_column(
     name: str, original: pd.Series, synthetic: pd.Series, bins: int, rare_threshold: int, max_categories: int
 ) -> _BinnedColumn:
+    """The column's bins and codes on both sides, its tails and the moments the correlations need; the
+    numeric encodings themselves are dropped here (the correlations read them again a block at a time)."""
     kind = _report_kind(original)
+    tails, original_moments, synthetic_moments = [], None, None
     if kind == STRING:
-        original_values = synthetic_values = None
         labels, original_codes, synthetic_codes = _categorical_bins(
-            original.astype(object), synthetic.astype(object), kind, rare_threshold, max_categories
+            _as_categories(original), _as_categories(synthetic), kind, rare_threshold, max_categories
         )
     else:
         original_values, synthetic_values = _as_float(original, kind), _as_float(synthetic, kind)
@@ -323,15 +331,26 @@ def _bin_column(
             labels, original_codes, synthetic_codes = _quantile_bins(
                 original_values, synthetic_values, kind, bins, rare_threshold
             )
+        tails = _tails(kind, original_values, synthetic_values)
+        original_moments, synthetic_moments = _moments(original_values), _moments(synthetic_values)
     return _BinnedColumn(
         name=str(name),
         kind=kind,
         labels=labels,
         original_codes=original_codes,
         synthetic_codes=synthetic_codes,
-        original_values=original_values,
-        synthetic_values=synthetic_values,
+        tails=tails,
+        original_moments=original_moments,
+        synthetic_moments=synthetic_moments,
     )
+
+
+def _as_categories(series: pd.Series) -> pd.Series:
+    """Strings as they are (a copy as Python objects would cost ~100 bytes per row); other dtypes (e.g. a
+    categorical, whose value counts would list unused categories) as Python objects."""
+    if series.dtype == object or pd.api.types.is_string_dtype(series.dtype):
+        return series
+    return series.astype(object)
 
 
 def _categorical_bins(
@@ -362,7 +381,10 @@ def _categorical_bins(
         code_of_rank[first:last] = named + number
 
     def codes_of(series: pd.Series) -> np.ndarray:
-        ranks = values.get_indexer(series.to_numpy(dtype=object))
+        # each distinct value looked up once (no Python object per row): -1 for nulls and unknown values
+        row_codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        rank_of_unique = values.get_indexer(np.asarray(uniques, dtype=object))
+        ranks = np.where(row_codes >= 0, np.r_[rank_of_unique, -1][row_codes], -1)
         codes = np.where(ranks >= 0, code_of_rank[np.maximum(ranks, 0)] if len(values) else 0, other_code)
         codes[series.isna().to_numpy()] = null_code if null_is_frequent else other_code
         return codes
@@ -518,7 +540,8 @@ def _compact(labels: list[str], original: np.ndarray, synthetic: np.ndarray):
     used[: len(labels) - 2] = True
     used |= np.bincount(original, minlength=len(labels)) > 0
     used |= np.bincount(synthetic, minlength=len(labels)) > 0
-    new_code = np.cumsum(used) - 1
+    # Codes in the narrowest type: a pair of columns is counted from them, at 10M rows per column and side.
+    new_code = (np.cumsum(used) - 1).astype(np.uint8 if used.size <= 256 else np.int32)
     return (
         [label for label, keep in zip(labels, used, strict=True) if keep],
         new_code[original],
@@ -594,39 +617,61 @@ class _Correlations:
         }
 
 
-def _correlations(binned: Sequence[_BinnedColumn], min_rows: int) -> _Correlations:
-    numeric = [column for column in binned if column.original_values is not None]
+def _correlations(
+    original: pd.DataFrame, synthetic: pd.DataFrame, binned: Sequence[_BinnedColumn], min_rows: int
+) -> _Correlations:
+    numeric = [column for column in binned if column.original_moments is not None]
     return _Correlations(
         [column.name for column in numeric],
-        _pairwise_pearson([column.original_values for column in numeric], min_rows),
-        _pairwise_pearson([column.synthetic_values for column in numeric], min_rows),
+        _pairwise_pearson(original, numeric, [column.original_moments for column in numeric], min_rows),
+        _pairwise_pearson(synthetic, numeric, [column.synthetic_moments for column in numeric], min_rows),
     )
 
 
-def _pairwise_pearson(columns: Sequence[np.ndarray], min_rows: int) -> np.ndarray:
+def _pairwise_pearson(
+    frame: pd.DataFrame,
+    columns: Sequence[_BinnedColumn],
+    moments: Sequence[tuple[float, float]],
+    min_rows: int,
+) -> np.ndarray:
     """Pearson correlation of every column pair over the rows where both are present, as a few matrix
     products (pandas' pairwise loop is ~50x slower on wide frames). Columns are centred and scaled first so
-    that sums of squares of large values (timestamps in seconds) do not cancel catastrophically."""
+    that sums of squares of large values (timestamps in seconds) do not cancel catastrophically. The
+    products are summed over blocks of rows, each column's numeric encoding made a block at a time: all
+    columns side by side as float64, and the four temporaries of that size, would be the largest thing
+    the quality figures hold (~3 GiB at 10M rows x 8 columns)."""
     if not columns:
         return np.empty((0, 0))
-    values = np.column_stack(columns)
-    present = np.isfinite(values)  # infinite values have no correlation: left out like nulls
-    values = np.where(present, values, np.nan)
-    weights = present.astype(np.float64)
-    counts = present.sum(axis=0)
+    width = len(columns)
+    centres, scales = (np.array(figures) for figures in zip(*moments, strict=True))
+    pairs, sums, squares, products = (np.zeros((width, width)) for _ in range(4))
+    for start in range(0, len(frame), _PEARSON_BLOCK_ROWS):
+        rows = frame.iloc[start : start + _PEARSON_BLOCK_ROWS]
+        block = np.column_stack([_as_float(rows[column.name], column.kind) for column in columns])
+        present = np.isfinite(block)  # infinite values have no correlation: left out like nulls
+        weights = present.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            centred = np.where(present, (block - centres) / scales, 0.0)
+        pairs += weights.T @ weights  # rows where both columns are present
+        sums += centred.T @ weights  # [i, j]: sum of column i over the rows where j is present too
+        squares += (centred**2).T @ weights
+        products += centred.T @ centred
     with np.errstate(invalid="ignore", divide="ignore"):
-        centred = values - np.nansum(values, axis=0) / counts
-        scale = np.sqrt(np.nansum(centred**2, axis=0) / counts)
-        centred = np.where(present, centred / np.where(scale > 0, scale, 1.0), 0.0)
-        pairs = weights.T @ weights  # rows where both columns are present
-        sums = centred.T @ weights  # [i, j]: sum of column i over the rows where j is present too
-        squares = (centred**2).T @ weights
-        products = centred.T @ centred
         covariance = products - sums * sums.T / pairs
         variance_i = squares - sums**2 / pairs
         correlation = covariance / np.sqrt(variance_i * variance_i.T)
     correlation[(pairs < min_rows) | ~np.isfinite(correlation)] = np.nan
     return np.clip(correlation, -1.0, 1.0)
+
+
+def _moments(values: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation of the finite values (deviation 1 where it is 0 or undefined)."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return np.nan, 1.0
+    centre = finite.sum() / finite.size
+    scale = np.sqrt(((finite - centre) ** 2).sum() / finite.size)
+    return float(centre), float(scale) if scale > 0 else 1.0
 
 
 def _round(value: float | None, decimals: int) -> float | None:

@@ -62,7 +62,8 @@ def tvd(first: np.ndarray, second: np.ndarray) -> float:
 
 
 def joint_shares(first: np.ndarray, first_bins: int, second: np.ndarray, second_bins: int) -> np.ndarray:
-    counts = np.bincount(first * second_bins + second, minlength=first_bins * second_bins)
+    # int64 first: the codes may be uint8, whose product would wrap
+    counts = np.bincount(first.astype(np.int64) * second_bins + second, minlength=first_bins * second_bins)
     return counts / max(counts.sum(), 1)
 
 

@@ -226,6 +226,14 @@ def test_progress_follows_the_engine_through_the_synthesize_stage_of_each_output
     second_output = [fraction for stage, fraction in engine_stages if fraction > 0.25]
     assert first_output and max(first_output) == 0.25  # output 1 of 2: synthesis ends at half of its share
     assert second_output and min(second_output) >= 0.5 and max(second_output) == 0.75
+    # each output's quality and risk figures come between its synthesis and its write (a monitor such as
+    # bench/bench_scale.py measures them as stages of their own)
+    stages = [stage.split(":")[0] for stage, _ in reported]
+    per_output = [name for name in dict.fromkeys(stages) if name != "read"]
+    assert per_output == ["synthesize", "quality", "risk", "write"]
+    assert stages.count("quality") == stages.count("risk") == 2
+    second_quality = [i for i, name in enumerate(stages) if name == "quality"][1]
+    assert stages[second_quality - 1] == "synthesize" and stages[second_quality + 1] == "risk"
 
 
 def test_a_failure_during_synthesis_leaves_the_previous_table_and_records_the_failed_run(warehouse_db):

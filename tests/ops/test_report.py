@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from syndiffix_ops import report as report_module
 from syndiffix_ops.report import (
     ReportSection,
     compute_quality,
@@ -19,6 +20,7 @@ from syndiffix_ops.report import (
     write_html_report,
 )
 from syndiffix_ops.report_index import write_report_index
+from syndiffix_ops.verdict import joint_shares
 
 
 def _mixed_frame(rows: int = 200) -> pd.DataFrame:
@@ -124,6 +126,39 @@ def test_correlation_uses_rows_where_both_columns_are_present():
     expected = frame.corr().loc["x", "y"]  # pandas' pairwise-complete Pearson
     metrics = compute_quality(frame, frame, min_correlation_rows=10)
     assert metrics["correlation"]["original"][0][1] == pytest.approx(expected, abs=1e-3)
+
+
+def test_correlations_summed_over_many_blocks_of_rows_are_pandas_pairwise_correlations(monkeypatch):
+    # 7-row blocks: the sums run over ~140 blocks, with nulls and an infinity in different blocks per column
+    monkeypatch.setattr(report_module, "_PEARSON_BLOCK_ROWS", 7)
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=1000) * 1e9 + 1.7e9  # timestamps in seconds: large values, small spread
+    frame = pd.DataFrame({"x": x, "y": x / 1e9 + rng.normal(size=1000), "z": rng.normal(size=1000)})
+    frame.loc[rng.choice(1000, 150, replace=False), "y"] = np.nan
+    frame.loc[[5, 500], "z"] = [np.inf, np.nan]
+    expected = frame.replace(np.inf, np.nan).corr().to_numpy()  # pandas' pairwise-complete Pearson
+    metrics = compute_quality(frame, frame)
+    assert np.allclose(np.array(metrics["correlation"]["original"], dtype=float), expected, atol=1e-3)
+
+
+def test_pair_shares_from_narrow_codes_do_not_wrap():
+    # 42 bins x 42 bins: a pair's cell number reaches 1763, far past what the uint8 codes hold
+    rng = np.random.default_rng(5)
+    first, second = rng.integers(0, 42, 5000), rng.integers(0, 42, 5000)
+    narrow = joint_shares(first.astype(np.uint8), 42, second.astype(np.uint8), 42)
+    assert np.array_equal(narrow, joint_shares(first, 42, second, 42))
+    assert narrow[42 * 41 + 41] > 0  # the last cell is counted where it is
+
+
+def test_many_string_categories_give_the_same_pair_tvd_as_a_crosstab():
+    rng = np.random.default_rng(9)
+    values = np.array([f"v{i:02d}" for i in range(40)], dtype=object)
+    original = pd.DataFrame({"a": values[rng.integers(0, 40, 4000)], "b": values[rng.integers(0, 40, 4000)]})
+    synthetic = pd.DataFrame({"a": values[rng.integers(0, 40, 4000)], "b": values[rng.integers(0, 40, 4000)]})
+    metrics = compute_quality(original, synthetic, max_categories=40)
+    share = [pd.crosstab(frame["a"], frame["b"]) / len(frame) for frame in (original, synthetic)]
+    expected = 0.5 * share[0].sub(share[1], fill_value=0).abs().to_numpy().sum()
+    assert metrics["pairs"][0]["tvd"] == pytest.approx(expected, abs=1e-4)
 
 
 def test_correlations_over_too_few_rows_are_left_out_of_the_mean():
