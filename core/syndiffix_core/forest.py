@@ -208,6 +208,11 @@ class Forest:
             self._cell_cache[column] = np.floor(units * 2.0**CELL_BITS).astype(np.uint32)
         return self._cell_cache[column]
 
+    def cache_cells(self, columns: tuple[int, ...]) -> None:
+        """Compute the cells of `columns` now (before trees over them are built side by side)."""
+        for column in columns:
+            self._cells(column)
+
     def _store_ranks(self, column: int, order: np.ndarray, sorted_values: np.ndarray) -> None:
         """Dense rank of every row's value in `column` (from the 1-dim tree's value order), in the
         smallest unsigned dtype that holds it: multi-dim trees test "all rows of a node share one

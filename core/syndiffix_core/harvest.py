@@ -32,6 +32,7 @@ from itertools import combinations
 import numpy as np
 
 from .forest import Forest, Tree
+from .threads import map_in_threads
 
 
 @dataclass
@@ -138,20 +139,28 @@ class Harvester:
             for key in [key for key in cache if not keep(key[0])]:
                 del cache[key]
 
-    def prepare_refinement(self, columns: tuple[int, ...]) -> None:
+    def prepare_refinement(self, columns: tuple[int, ...], threads: int = 1) -> None:
         """Everything the harvest of `columns` reads from the trees, computed up front: the pools of
         all column subsets and, for those with placeholders, their sub-pool ranges and cumulative
         counts. Afterwards refinement needs neither the multi-column trees nor their preorders, so
         they can be released before the refined rows are drawn (the same values are computed as
-        lazily, so the output does not change)."""
+        lazily, so the output does not change).
+
+        One subset size after the other, the trees of that size are built and harvested side by side
+        on `threads` threads (a tree needs only the trees one column smaller), then their sub-pool
+        lookups; each task writes only its own cache entries."""
         columns = tuple(sorted(columns))
+        if len(columns) > 1:
+            self.forest.cache_cells(columns)
+        map_in_threads(self.column_bounds, columns, threads)
         for size in range(2, len(columns) + 1):
-            for subset in combinations(columns, size):
-                if not self.pool(subset).placeholder.any():
-                    continue
-                for drop in range(size):
-                    self._sub_ranges(subset, drop)
-                    self._cumulative(subset[:drop] + subset[drop + 1 :])
+            subsets = list(combinations(columns, size))
+            pools = map_in_threads(self.pool, subsets, threads)
+            refined = [subset for subset, pool in zip(subsets, pools, strict=True) if pool.placeholder.any()]
+            drops = [(subset, drop) for subset in refined for drop in range(size)]
+            sub_pools = sorted({subset[:drop] + subset[drop + 1 :] for subset, drop in drops})
+            map_in_threads(self._cumulative, sub_pools, threads)
+            map_in_threads(lambda key: self._sub_ranges(*key), drops, threads)
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:

@@ -47,6 +47,7 @@ class SynthesisContext:
     clustering: ClusteringParams
     target_column: str | None
     clock: _StageClock
+    threads: int  # for the independent trees of a cluster materialized in this process (threads.py)
 
 
 class _StageClock:
@@ -69,6 +70,17 @@ class _StageClock:
             extra={"stage": stage, "wall_s": wall - self.wall, "cpu_s": cpu - self.cpu},
         )
         self.wall, self.cpu = wall, cpu
+
+    def record(self, stage: str, wall_s: float, cpu_s: float) -> None:
+        """Log a stage timed elsewhere (a worker process's cluster), leaving the current lap running."""
+        if self.enabled:
+            LOG.debug(
+                "stage %s: %.2f s wall, %.2f CPU-s",
+                stage,
+                wall_s,
+                cpu_s,
+                extra={"stage": stage, "wall_s": wall_s, "cpu_s": cpu_s},
+            )
 
 
 def synthesize(
@@ -137,6 +149,7 @@ def synthesize(
         clustering=clustering or ClusteringParams(),
         target_column=target_column,
         clock=clock,
+        threads=worker_count,
     )
     del forest, entities  # held by the context alone, so that it can drop them
     clock.lap("forest")
@@ -161,14 +174,26 @@ def synthesize(
     if worker_count > 1 and len(clusters) > 1 and can_fork():
         parallel = ParallelMaterializer(
             clusters,
-            lambda columns: _materialize(context, columns, pending=None),
+            # One thread per worker: the workers already keep the cores busy, and a second thread
+            # would hold a second tree under construction in the worker's peak.
+            lambda columns: _timed(_materialize, context, columns, pending=None, threads=1),
             worker_count,
             all_started=lambda: _drop_forest(context),
         )
+
+    def materialize(columns: tuple[int, ...]) -> Microtable:
+        if parallel is None:
+            microtable = _materialize(context, columns, pending=pending, threads=context.threads)
+            clock.lap(_cluster_stage(context, columns))
+            return microtable
+        microtable, wall_s, cpu_s = parallel(columns)
+        clock.record(_cluster_stage(context, columns) + " in a worker", wall_s, cpu_s)
+        return microtable
+
     try:
         table = assemble_clusters(
             plan.clusters,
-            parallel or (lambda columns: _materialize(context, columns, pending=pending)),
+            materialize,
             entropies=plan.entropies,
             rng=context.salt.rng("stitch", *map(str, context.data.columns)),
             column_ranges=column_ranges,
@@ -225,7 +250,11 @@ def _drop_forest(context: SynthesisContext) -> None:
 
 
 def _materialize(
-    context: SynthesisContext, columns: tuple[int, ...], *, pending: list[tuple[int, ...]] | None
+    context: SynthesisContext,
+    columns: tuple[int, ...],
+    *,
+    pending: list[tuple[int, ...]] | None,
+    threads: int,
 ) -> Microtable:
     """One cluster's microdata, holding as little at a time as the stages allow: once every pool and
     lookup that refinement reads is computed, the multi-column trees are released (before the refined
@@ -233,7 +262,8 @@ def _materialize(
     `pending`: the clusters not materialized yet in this process, this one included (None: no later
     cluster here, e.g. one cluster, or a worker process). What a later cluster shares with this one
     (trees and pools over its stitch columns) is kept instead of being rebuilt (it would come out
-    identical: everything is seeded); 1-dim trees and pools serve every cluster's microdata."""
+    identical: everything is seeded); 1-dim trees and pools serve every cluster's microdata.
+    `threads`: how many of the cluster's trees are built and harvested side by side."""
     later = []
     if pending is not None:
         pending.remove(tuple(columns))
@@ -249,13 +279,23 @@ def _materialize(
         harvester.release(used_later)
         return_freed_memory()
 
-    harvester.prepare_refinement(columns)
+    harvester.prepare_refinement(columns, threads)
     context.forest.release(used_later, set().union(*later))
     harvester.release(used_later, tree_lookups_only=True)
     return_freed_memory()
     microdata = context.microdata.materialize(columns, after_draws=release_pools)
-    context.clock.lap(f"cluster [{', '.join(context.forest.column_names[j] for j in columns)}]")
     return _microtable(microdata)
+
+
+def _timed(function: Callable[..., Microtable], *args, **kwargs) -> tuple[Microtable, float, float]:
+    """The function's result, its wall seconds and its CPU seconds (every thread of this process)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _cluster_stage(context: SynthesisContext, columns: tuple[int, ...]) -> str:
+    return f"cluster [{', '.join(str(context.data.columns[j]) for j in columns)}]"
 
 
 def _microtable(microdata: Microdata) -> Microtable:

@@ -1,5 +1,6 @@
 """Clusters materialized in worker processes give the same output as in one process."""
 
+import logging
 import multiprocessing
 import os
 import resource
@@ -103,3 +104,17 @@ def test_a_worker_that_dies_is_reported_instead_of_waited_for():
     finally:
         parallel.close()
     assert _live_children() == []
+
+
+def test_each_cluster_of_a_worker_is_logged_with_its_own_cpu_seconds(caplog):
+    # The calling process logs the wall and CPU seconds each worker spent on its cluster (for the
+    # critical path: bench/bench_wide.py prints them), alongside its own stages.
+    table, _ = generated_table(3000, 8)
+    with caplog.at_level(logging.DEBUG, logger="syndiffix_core.synthesizer"):
+        synthesize(table, salt="workers", workers=2)
+    stages = [record for record in caplog.records if hasattr(record, "stage")]
+    in_workers = [record for record in stages if record.stage.endswith("in a worker")]
+    stitched = [record for record in stages if record.stage.endswith("stitched")]
+    assert len(in_workers) == len(stitched) + 1 >= 3
+    assert all(0 < record.cpu_s <= record.wall_s + 0.05 for record in in_workers)  # one thread each
+    assert {record.stage for record in stages} >= {"encode", "forest", "clustering", "assemble"}

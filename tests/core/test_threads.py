@@ -1,0 +1,82 @@
+"""The trees of a cluster built and harvested side by side on threads give the same output as one thread."""
+
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from syndiffix_core import synthesize
+from syndiffix_core.harvest import Harvester
+from syndiffix_core.params import ClusteringParams
+from syndiffix_core.threads import map_in_threads
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare_reference"))
+from compare import generated_table
+from test_forest import make_forest
+
+
+def test_map_in_threads_keeps_the_item_order_and_raises_a_task_error():
+    assert map_in_threads(lambda x: x * x, range(7), threads=3) == [0, 1, 4, 9, 16, 25, 36]
+
+    def fail_on_three(x):
+        if x == 3:
+            raise ValueError("three")
+        return x
+
+    with pytest.raises(ValueError, match="three"):
+        map_in_threads(fail_on_three, range(6), threads=2)
+
+
+def _matrix():
+    rng = np.random.default_rng(7)
+    latent = rng.normal(size=3000)
+    return np.column_stack(
+        [
+            np.round(latent * 10 + rng.normal(size=3000)),
+            latent + rng.normal(scale=0.3, size=3000),
+            rng.integers(0, 5, size=3000),
+            np.where(rng.random(3000) < 0.05, np.nan, latent * 3),
+        ]
+    )
+
+
+def _pools_prepared(threads, monkeypatch):
+    """Every pool of a 4-column cluster after `prepare_refinement` on `threads` threads; with two, the
+    first two multi-column trees are only built once both builds have started (a barrier)."""
+    forest = make_forest(_matrix())
+    harvester = Harvester(forest)
+    build = forest._build
+    side_by_side = threading.Barrier(2)
+    waiting = [True, True] if threads > 1 else []
+
+    def build_after_the_barrier(columns):
+        if len(columns) > 1 and waiting:
+            waiting.pop()
+            side_by_side.wait(timeout=30)  # raises BrokenBarrierError unless two builds run at once
+        return build(columns)
+
+    monkeypatch.setattr(forest, "_build", build_after_the_barrier)
+    harvester.prepare_refinement((0, 1, 2, 3), threads)
+    return {columns: harvester.pool(columns) for columns in list(harvester._pools)}
+
+
+def test_trees_and_pools_built_on_two_threads_equal_those_built_on_one(monkeypatch):
+    one = _pools_prepared(1, monkeypatch)
+    two = _pools_prepared(2, monkeypatch)
+    assert one.keys() == two.keys() and len(one) == 15
+    for columns in one:
+        for field in ("low", "high", "count", "origin", "depth", "subnodes"):
+            np.testing.assert_array_equal(getattr(one[columns], field), getattr(two[columns], field))
+
+
+def test_a_single_cluster_on_two_threads_gives_the_single_worker_output():
+    # One cluster: no worker process, its trees are built on the calling process's threads.
+    table, _ = generated_table(3000, 5)
+    single = ClusteringParams(enabled=False)
+    one = synthesize(table, salt="threads", workers=1, clustering=single)
+    two = synthesize(table, salt="threads", workers=2, clustering=single)
+    pd.testing.assert_frame_equal(one, two)
