@@ -14,7 +14,7 @@ from syndiffix_core.clustering import (
     solve_stable,
 )
 from syndiffix_core.clustering.builder import column_weights
-from syndiffix_core.clustering.dependence import content_sample
+from syndiffix_core.clustering.dependence import conditional_excess, content_sample
 from syndiffix_core.clustering.solver import solve_permutation
 
 
@@ -86,7 +86,7 @@ def test_a_members_much_stronger_link_joins_the_stitch_columns_past_the_weight_l
     assert clusters.initial == (0, 1, 2)
     assert [(c.stitch_columns, c.columns) for c in clusters.derived] == [((0, 1), (3, 4))]
     # The solver scores the clusters without it: one stitch column, as the weight limit allows.
-    without = builder.build([0, 1, 2, 3, 4], strongest_links=False)
+    without = builder.build([0, 1, 2, 3, 4], refine_stitches=False)
     assert [(c.stitch_columns, c.columns) for c in without.derived] == [((0,), (3, 4))]
     assert builder.unsatisfied_dependence_of([0, 1, 2, 3, 4]) == pytest.approx(
         builder.unsatisfied_dependence(without)
@@ -117,7 +117,7 @@ def test_fast_quality_matches_the_quality_of_the_built_clusters():
         for _ in range(50):
             permutation = rng.permutation(size).tolist()
             assert builder.unsatisfied_dependence_of(permutation) == pytest.approx(
-                builder.unsatisfied_dependence(builder.build(permutation, strongest_links=False))
+                builder.unsatisfied_dependence(builder.build(permutation, refine_stitches=False))
             )
 
 
@@ -152,6 +152,57 @@ def test_solver_keeps_the_main_column_in_the_initial_cluster():
         clusters = solve(builder, alpha=0.2, rng=np.random.default_rng(0))
         assert main in clusters.initial
         assert all(c.stitch_columns[0] == main for c in clusters.derived)
+
+
+def three_way_sample(seed: int) -> np.ndarray:
+    """Columns cut, x, y, table, depth of a diamonds-like table (1000 rows): the grade (cut) sets the
+    typical depth and size, x is tied to depth only through cut, y is a near copy of x, and table
+    moves against depth within every grade."""
+    rng = np.random.default_rng(seed)
+    cut = rng.integers(0, 5, 1000)
+    center = np.array([59.0, 60.5, 61.5, 62.0, 63.0])[cut]
+    depth = center + rng.normal(0, 0.6, 1000)
+    x = 4.5 + 0.4 * cut + rng.normal(0, 0.8, 1000)
+    y = x + rng.normal(0, 0.05, 1000)
+    table = 57 + 0.8 * cut - 2.0 * (depth - center) + rng.normal(0, 0.8, 1000)
+    return np.column_stack([cut.astype(float), x, y, table, depth])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_conditional_excess_sees_what_the_given_column_does_not_carry(seed):
+    measured = measure_dependence(three_way_sample(seed), sample_size=1000)
+    # Pairwise, depth looks tied to x about as much as to table ...
+    assert measured.dependence[4, 1] > 0.25 and measured.dependence[4, 3] > 0.25
+    # ... but given cut, only the link to table is left.
+    assert abs(conditional_excess(measured.sample, 4, 1, 0)) < 0.02
+    assert abs(conditional_excess(measured.sample, 4, 2, 0)) < 0.02
+    assert conditional_excess(measured.sample, 4, 3, 0) > 0.15
+
+
+def test_a_near_tie_that_carries_more_given_the_first_stitch_column_replaces_the_taken_one():
+    # Columns cut, x, y, table, depth with diamonds' measured dependences and weights: cut, x, y and
+    # table fill the initial cluster, depth is a cluster of its own. The weight limit takes cut, then x
+    # (0.22) over y (0.21) and table (0.205); given cut, only table still tells anything about depth.
+    dependence = np.array(
+        [
+            [1.00, 0.21, 0.20, 0.42, 0.27],
+            [0.21, 1.00, 0.67, 0.20, 0.22],
+            [0.20, 0.67, 1.00, 0.20, 0.21],
+            [0.42, 0.20, 0.20, 1.00, 0.205],
+            [0.27, 0.22, 0.21, 0.205, 1.00],
+        ]
+    )
+    entropies = (np.array([2.40, 3.84, 3.84, 2.81, 3.37]) - 1) ** 2
+    sample = measure_dependence(three_way_sample(0), sample_size=1000).sample
+    params = {"max_weight": 15, "merge_threshold": 0.1}
+    with_sample = ClusterBuilder(dependence, entropies, sample=sample, **params).build(range(5))
+    assert with_sample.initial == (0, 1, 2, 3)
+    assert [(c.stitch_columns, c.columns) for c in with_sample.derived] == [((0, 3), (4,))]
+    without_sample = ClusterBuilder(dependence, entropies, **params).build(range(5))
+    assert [(c.stitch_columns, c.columns) for c in without_sample.derived] == [((0, 1), (4,))]
+    # The solver's objective scores the stitch columns as the weight limit ranks them.
+    builder = ClusterBuilder(dependence, entropies, sample=sample, **params)
+    assert [c.stitch_columns for c in builder.build(range(5), refine_stitches=False).derived] == [(0, 1)]
 
 
 def test_dependence_is_high_for_related_columns_and_low_for_independent_ones():

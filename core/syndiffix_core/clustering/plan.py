@@ -88,6 +88,7 @@ def plan_table(
         max_weight=params.max_weight,
         merge_threshold=params.merge_threshold,
         main_column=main,
+        sample=measured.sample,
     )
     clusters = solve_stable(builder, alpha=params.solver_alpha)
     LOG.info(
