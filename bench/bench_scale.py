@@ -12,9 +12,10 @@ ship dates a lognormal delay later, discounts (mostly zero, some null), rare ret
 null) and quantities. Then runs `syndiffix-ops run` on it (customer_id as the AID column, default
 engine settings) in a child process and samples that process tree every 0.2 s: wall time, CPU seconds
 (user + system of the tree, worker processes included) and peak memory per stage (read, synthesize,
-write: from the run's --progress-file events; quality and risk figures, computed by the pipeline between
-synthesis and write, count as synthesize). Memory is the tree's proportional set size (PSS: a page
-shared by a forked worker and its parent counts once), and the run is killed above --abort-gib.
+quality and risk figures of the output, write: from the run's --progress-file events; --engine-stages
+splits synthesize at the engine's own events: "synthesize: forest" runs from that event to the next
+one). Memory is the tree's proportional set size (PSS: a page shared by a forked worker and its parent
+counts once), and the run is killed above --abort-gib; --workers sets the engine's worker processes.
 
 Finally the synthetic table is compared with the source, a column at a time: total variation distance
 (TVD) of each column's distribution and of every pair of columns (numbers and times in 20 source
@@ -161,8 +162,11 @@ def load_table(url: str, rows: int) -> None:
 class Watch:
     """Samples a process tree: per stage wall, CPU and peak PSS; kills the tree above a memory limit."""
 
-    def __init__(self, process: subprocess.Popen, progress_file: Path, abort_bytes: int):
+    def __init__(
+        self, process: subprocess.Popen, progress_file: Path, abort_bytes: int, engine_stages: bool = False
+    ):
         self.root = psutil.Process(process.pid)
+        self.engine_stages = engine_stages
         self.progress_file, self.abort_bytes = progress_file, abort_bytes
         self.stages: dict[str, dict[str, float]] = {}
         self.stage, self.aborted, self.peak = "start", False, 0
@@ -207,11 +211,17 @@ class Watch:
         stage = self.stage
         for line in lines[self._events_read :]:
             try:
-                stage = json.loads(line)["stage"].split(":")[0]
+                stage = self._stage_name(json.loads(line)["stage"])
             except ValueError:
                 return stage  # a line being written: read it next time
             self._events_read += 1
         return stage
+
+    def _stage_name(self, event: str) -> str:
+        """The pipeline's stage ("synthesize: forest" -> "synthesize"), or with engine_stages the event
+        itself for the engine's ("synthesize: cluster 2/5 stitched": from that event to the next one)."""
+        stage = event.split(":")[0]
+        return event if self.engine_stages and stage == "synthesize" else stage
 
     def _tree_cpu(self) -> float:
         times = self.root.cpu_times()
@@ -235,11 +245,14 @@ class Watch:
         return total
 
 
-def run_pipeline(url: str, work: Path, abort_gib: float) -> tuple[Watch, float, int]:
+def run_pipeline(
+    url: str, work: Path, abort_gib: float, engine_stages: bool, workers: int | None
+) -> tuple[Watch, float, int]:
     config = work / "scale.yaml"
     config.write_text(
         f"version: 1\nsource: {url}\ntarget: {url}\ntarget_schema: synthetic\n"
         "tables:\n  - source: sales.orders\n    aid_columns: [customer_id]\n"
+        + (f"    engine_params: {{workers: {workers}}}\n" if workers else "")
     )
     progress = work / "progress.jsonl"
     environment = {**os.environ, "SYNDIFFIX_SALT": "bench-scale-salt"}
@@ -248,7 +261,7 @@ def run_pipeline(url: str, work: Path, abort_gib: float) -> tuple[Watch, float, 
     process = subprocess.Popen(
         [str(command), "run", str(config), "--progress-file", str(progress)], env=environment
     )
-    watch = Watch(process, progress, int(abort_gib * GIB))
+    watch = Watch(process, progress, int(abort_gib * GIB), engine_stages)
     watcher = threading.Thread(target=watch.run, daemon=True)
     watcher.start()
     code = process.wait()
@@ -340,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--abort-gib", type=float, default=6.5, help="kill the run above this memory (PSS)")
     parser.add_argument("--keep", action="store_true", help="keep the database (printed) for --reuse")
     parser.add_argument("--reuse", metavar="DATABASE", help="run on a database a --keep run left")
+    parser.add_argument(
+        "--engine-stages", action="store_true", help="split synthesize into the engine's stages and clusters"
+    )
+    parser.add_argument("--workers", type=int, help="the engine's worker processes (default: the CPUs)")
     args = parser.parse_args(argv)
 
     admin = sa.create_engine(args.url, isolation_level="AUTOCOMMIT")
@@ -353,18 +370,24 @@ def main(argv: list[str] | None = None) -> int:
             load_table(url, args.rows)
             print(f"loaded {args.rows:,} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         with tempfile.TemporaryDirectory() as work:
-            watch, wall, code = run_pipeline(url, Path(work), args.abort_gib)
+            watch, wall, code = run_pipeline(
+                url, Path(work), args.abort_gib, args.engine_stages, args.workers
+            )
         print(
-            f"rows: {args.rows:,} x 10 columns + customer_id (AID); load average {psutil.getloadavg()[0]:.1f}"
+            f"rows: {args.rows:,} x 10 columns + customer_id (AID); workers: {args.workers or 'default'}; "
+            f"load average {psutil.getloadavg()[0]:.1f}"
         )
         print(
             f"syndiffix-ops run: {wall:.1f} s wall, exit code {code}, peak {watch.peak / GIB:.2f} GiB (PSS)"
         )
         if watch.aborted:
             print(f"ABORTED: memory above {args.abort_gib} GiB in stage {watch.stage}")
-        print(f"{'stage':<12} {'wall s':>8} {'CPU s':>8} {'peak GiB':>9}")
+        width = max(map(len, watch.stages))
+        print(f"{'stage':<{width}} {'wall s':>8} {'CPU s':>8} {'peak GiB':>9}")
         for stage, figures in watch.stages.items():
-            print(f"{stage:<12} {figures['wall_s']:8.1f} {figures['cpu_s']:8.1f} {figures['peak_gib']:9.2f}")
+            print(
+                f"{stage:<{width}} {figures['wall_s']:8.1f} {figures['cpu_s']:8.1f} {figures['peak_gib']:9.2f}"
+            )
         if code != 0:
             return 1
         figures = quality(url)
