@@ -239,12 +239,10 @@ def _split_recursively(
     attempts = np.full(1, num_columns, dtype=np.int64)
     groups_made = 1
 
+    # Column-major copies: a row's value in its group's column is one gather at column * rows + row.
+    left_flat, right_flat = left_values.T.ravel(), right_values.T.ravel()
     while len(group_id):
         groups = len(group_id)
-        n_left = np.bincount(left_slot, minlength=groups)
-        n_right = np.bincount(right_slot, minlength=groups)
-        is_open = (attempts > 0) & (n_left > 1) & (n_right > 1)
-
         column = next_column
         slots = np.arange(groups)
         low, high = group_low[slots, column], group_high[slots, column]
@@ -253,11 +251,16 @@ def _split_recursively(
         at_top = high >= highs[column]
         can_split = np.where(integral[column], (width > 1) | ((width >= 1) & at_top), middle > low)
 
-        left_upper = left_values[left_rows, column[left_slot]] >= middle[left_slot]
-        right_upper = right_values[right_rows, column[right_slot]] >= middle[right_slot]
-        left_up = np.bincount(left_slot, weights=left_upper, minlength=groups)
-        right_up = np.bincount(right_slot, weights=right_upper, minlength=groups)
-        left_down, right_down = n_left - left_up, n_right - right_up
+        left_upper = _in_upper_half(left_flat, left_values.shape[0], left_rows, left_slot, column, middle)
+        right_upper = _in_upper_half(
+            right_flat, right_values.shape[0], right_rows, right_slot, column, middle
+        )
+        # Each row's group and half as one number: slot * 2 + (1 if in the upper half).
+        left_half, right_half = left_slot * 2 + left_upper, right_slot * 2 + right_upper
+        left_down, left_up = _half_counts(left_half, groups)
+        right_down, right_up = _half_counts(right_half, groups)
+        n_left, n_right = left_down + left_up, right_down + right_up
+        is_open = (attempts > 0) & (n_left > 1) & (n_right > 1)
         balanced = (_ratio(left_down, right_down) >= SPLIT_BALANCE) & (
             _ratio(left_up, right_up) >= SPLIT_BALANCE
         )
@@ -276,8 +279,10 @@ def _split_recursively(
         upper_id = np.full(groups, -1, dtype=np.int64)
         upper_id[accepted] = groups_made + np.arange(len(accepted))
         groups_made += len(accepted)
-        left_move = left_upper & accept[left_slot]
-        right_move = right_upper & accept[right_slot]
+        # Per group and half: whether its rows move to the upper half's new group.
+        moves = np.zeros(2 * groups, dtype=bool)
+        moves[1::2] = accept
+        left_move, right_move = moves.take(left_half), moves.take(right_half)
         left_group[left_rows[left_move]] = upper_id[left_slot[left_move]]
         right_group[right_rows[right_move]] = upper_id[right_slot[right_move]]
 
@@ -300,12 +305,25 @@ def _split_recursively(
             [np.where(accept, num_columns, attempts - 1)[kept], np.full(len(accepted), num_columns)]
         )
 
-        left_slot = np.where(left_move, upper_slot[left_slot], new_slot[left_slot])
-        right_slot = np.where(right_move, upper_slot[right_slot], new_slot[right_slot])
+        # Per group and half: the slot its rows take next level (-1: the group is closed).
+        next_slot = np.repeat(new_slot, 2)
+        next_slot[1::2] = np.where(accept, upper_slot, new_slot)
+        left_slot, right_slot = next_slot.take(left_half), next_slot.take(right_half)
         left_keep, right_keep = left_slot >= 0, right_slot >= 0
         left_rows, left_slot = left_rows[left_keep], left_slot[left_keep]
         right_rows, right_slot = right_rows[right_keep], right_slot[right_keep]
     return left_group, right_group
+
+
+def _in_upper_half(flat, rows_in_all, rows, slot, column, middle) -> np.ndarray:
+    """Whether each row's value in its group's column lies in the group's upper half."""
+    return flat.take(column.take(slot) * rows_in_all + rows) >= middle.take(slot)
+
+
+def _half_counts(half: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows per group in its lower and in its upper half (`half`: slot * 2 + 1 if upper)."""
+    counts = np.bincount(half, minlength=2 * groups)
+    return counts[0::2], counts[1::2]
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
