@@ -381,95 +381,127 @@ class Harvester:
             lo[above], hi[above] = edges[1]
 
     def _concretize(self, columns, entries, rng):
-        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool."""
+        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool.
+
+        Each row's dimensions are written once: first the drawn sub-bucket (all dimensions but its
+        primary one), then the primary dimension; the placeholder's singular dimensions are put back
+        at the end, so they keep its point.
+        """
         pool = self.pool(columns)
         k = len(columns)
         low, high = pool.low[entries], pool.high[entries]
+        point = low == high
         primary = rng.integers(0, k, size=entries.size)
+        if k == 2:
+            self._draw_pair(columns, entries, primary, rng, low, high)
+            _keep_points(low, high, point, pool.low[entries])
+            return low, high
         for i in range(k):
-            rows = np.flatnonzero(primary == i)
+            rows = (primary == i).nonzero()[0]
             if rows.size == 0:
                 continue
-            sub_low, sub_high = self._draw_sub_bucket(columns, i, entries[rows], rng)
-            _set_open_ranges(low, high, np.ix_(rows, _other_dims(k, i)), sub_low, sub_high)
-            donor = (i + 1) % k
-            dim_low, dim_high = self._draw_dimension(columns, i, donor, entries[rows], rng)
-            _set_open_ranges(low, high, (rows, i), dim_low, dim_high)
+            picked = entries[rows]
+            found, sub_low, sub_high = self._draw_sub_bucket(columns, i, picked, rng)
+            if found.size:
+                # (found rows, other dimensions) as one broadcast index
+                target = (rows[found][:, None], _other_dims(k, i))
+                low[target], high[target] = sub_low, sub_high
+            low[rows, i], high[rows, i] = self._draw_dimension(columns, i, (i + 1) % k, picked, rng)
+        _keep_points(low, high, point, pool.low[entries])
         return low, high
+
+    def _draw_pair(self, columns, entries, primary, rng, low, high) -> None:
+        """`_concretize`'s draws for a 2-dim pool, written into `low`, `high` (m, 2): the same draws from
+        the same random numbers, in fewer steps. Both sub-pools are 1-dim (no placeholders), so every
+        row draws dimension j under its subnode 1 - j, whatever its primary dimension; only the order
+        in which the rows use the uniforms depends on it. `_concretize` draws rows of primary 0 under
+        subnode 0 then 1, then rows of primary 1 under subnode 1 then 0, each set in row order, and
+        only rows whose subnode has entries use one; here one call gives all those uniforms."""
+        first = primary == 0
+        # Per subnode: each row's [start, stop) of sub-pool entries and whether it draws there.
+        ranges = [self._sub_pool_index(columns, drop)[:3] for drop in (0, 1)]
+        spans = [(start_of[entries], stop_of[entries]) for start_of, stop_of, _ in ranges]
+        draws = [stop > start for start, stop in spans]
+        groups = [draws[0] & first, draws[1] & first, draws[1] & ~first, draws[0] & ~first]
+        sizes = [int(np.count_nonzero(group)) for group in groups]
+        uniforms = rng.random(sum(sizes))
+        offsets = np.cumsum([0, *sizes])
+        per_subnode = [np.empty(entries.size), np.empty(entries.size)]
+        for group, drop, begin, end in zip(groups, (0, 1, 1, 0), offsets[:-1], offsets[1:], strict=True):
+            per_subnode[drop][group] = uniforms[begin:end]
+        for drop in (0, 1):
+            (start, stop), (_, _, cumulative) = spans[drop], ranges[drop]
+            rows = draws[drop].nonzero()[0]
+            if rows.size == 0:
+                continue
+            drawn = _weighted_draw(cumulative, start[rows], stop[rows], per_subnode[drop][rows])
+            sub_pool = self.pool(columns[1 - drop : 2 - drop])
+            low[rows, 1 - drop], high[rows, 1 - drop] = sub_pool.low[drawn, 0], sub_pool.high[drawn, 0]
 
     def _concretize_dimension(self, columns, entries, dim, rng):
         """Only dimension `dim` of a refined bucket per placeholder entry: (low, high) of shape (m,)."""
         pool = self.pool(columns)
         k = len(columns)
-        low, high = pool.low[entries, dim], pool.high[entries, dim]
-        donors = (dim + 1 + rng.integers(0, k - 1, size=entries.size)) % k
-        for donor in range(k):
-            rows = np.flatnonzero(donors == donor)
-            if rows.size:
-                dim_low, dim_high = self._draw_dimension(columns, dim, donor, entries[rows], rng)
-                _set_open_ranges(low, high, rows, dim_low, dim_high)
+        own_low = pool.low[entries, dim]
+        point = own_low == pool.high[entries, dim]
+        if k == 2:  # one possible donor (a draw from a range of one value uses no random numbers)
+            low, high = self._draw_dimension(columns, dim, 1 - dim, entries, rng)
+        else:
+            low, high = own_low.copy(), pool.high[entries, dim]
+            donors = (dim + 1 + rng.integers(0, k - 1, size=entries.size)) % k
+            for donor in range(k):
+                rows = (donors == donor).nonzero()[0]
+                if rows.size:
+                    low[rows], high[rows] = self._draw_dimension(columns, dim, donor, entries[rows], rng)
+        _keep_points(low, high, point, own_low)
         return low, high
 
     def _draw_entries(self, columns, drop, entries, rng):
         """Count-weighted draw of one sub-pool entry under each placeholder's subnode `drop`.
 
-        Returns (rows that found one, the drawn sub-pool entries, the sub-pool's columns).
+        Returns (rows that found one, the drawn sub-pool entries, the sub-pool).
         """
         start_of, stop_of, cumulative, sub_columns = self._sub_pool_index(columns, drop)
+        sub_pool = self.pool(sub_columns)
         start, stop = start_of[entries], stop_of[entries]
-        found = np.flatnonzero(stop > start)
+        found = (stop > start).nonzero()[0]
         if found.size == 0:
-            return found, found, sub_columns
+            return found, found, sub_pool
         if found.size < entries.size:
             start, stop = start[found], stop[found]
-        lo = cumulative[start]
-        target = lo + rng.random(found.size) * (cumulative[stop] - lo)
-        if found.size >= _SORTED_SEARCH_FROM:
-            # Searching the keys in ascending order walks the cumulative counts once, which is much
-            # faster than random lookups once there are many keys.
-            by_target = np.argsort(target)
-            drawn = np.empty(found.size, dtype=np.int64)
-            drawn[by_target] = np.searchsorted(cumulative, target[by_target], side="right")
-        else:
-            drawn = np.searchsorted(cumulative, target, side="right")
-        drawn -= 1
-        np.maximum(drawn, start, out=drawn)
-        np.minimum(drawn, stop - 1, out=drawn)
-        return found, drawn, sub_columns
+        return found, _weighted_draw(cumulative, start, stop, rng.random(found.size)), sub_pool
 
     def _draw_sub_bucket(self, columns, drop, entries, rng):
-        """A concrete (k-1)-dim sub-bucket under each placeholder's subnode `drop`: (m, k-1) arrays.
-
-        Where the subnode has no entries, the placeholder node's own ranges are kept.
-        """
-        pool = self.pool(columns)
-        index = np.ix_(entries, _other_dims(len(columns), drop))
-        low, high = pool.low[index], pool.high[index]
-        found, drawn, sub_columns = self._draw_entries(columns, drop, entries, rng)
+        """A concrete (k-1)-dim sub-bucket under each placeholder's subnode `drop`, for the placeholders
+        whose subnode has entries: (those rows of `entries`, low, high: (f, k-1) arrays)."""
+        found, drawn, sub_pool = self._draw_entries(columns, drop, entries, rng)
         if found.size == 0:
-            return low, high
-        sub_pool = self.pool(sub_columns)
-        low[found], high[found] = sub_pool.low[drawn], sub_pool.high[drawn]
-        lazy = sub_pool.depth[drawn] >= 0
-        if lazy.any():
-            sub_low, sub_high = self._concretize(sub_columns, drawn[lazy], rng)
-            low[found[lazy]], high[found[lazy]] = sub_low, sub_high
-        return low, high
+            return found, None, None
+        low, high = sub_pool.low[drawn], sub_pool.high[drawn]
+        if len(columns) > 2:  # (1-dim pools hold no placeholders)
+            lazy = (sub_pool.depth[drawn] >= 0).nonzero()[0]
+            if lazy.size:
+                sub_columns = columns[:drop] + columns[drop + 1 :]
+                low[lazy], high[lazy] = self._concretize(sub_columns, drawn[lazy], rng)
+        return found, low, high
 
     def _draw_dimension(self, columns, dim, donor, entries, rng):
-        """Dimension `dim` of a concrete sub-bucket under each placeholder's subnode `donor`: (m,)."""
+        """Dimension `dim` of a concrete sub-bucket under each placeholder's subnode `donor`: (m,).
+        Where the subnode has no entries, the placeholder's own range is kept."""
         pool = self.pool(columns)
         low, high = pool.low[entries, dim], pool.high[entries, dim]
-        found, drawn, sub_columns = self._draw_entries(columns, donor, entries, rng)
+        found, drawn, sub_pool = self._draw_entries(columns, donor, entries, rng)
         if found.size == 0:
             return low, high
         position = dim if dim < donor else dim - 1
-        sub_pool = self.pool(sub_columns)
         low[found], high[found] = sub_pool.low[drawn, position], sub_pool.high[drawn, position]
-        lazy = sub_pool.depth[drawn] >= 0
-        if lazy.any():
-            sub_low, sub_high = self._concretize_dimension(sub_columns, drawn[lazy], position, rng)
-            low[found[lazy]], high[found[lazy]] = sub_low, sub_high
+        if len(columns) > 2:  # (1-dim pools hold no placeholders)
+            lazy = (sub_pool.depth[drawn] >= 0).nonzero()[0]
+            if lazy.size:
+                sub_columns = columns[:donor] + columns[donor + 1 :]
+                low[found[lazy]], high[found[lazy]] = self._concretize_dimension(
+                    sub_columns, drawn[lazy], position, rng
+                )
         return low, high
 
     def _sub_pool_index(self, columns, drop):
@@ -518,18 +550,37 @@ class Harvester:
 _SORTED_SEARCH_FROM = 2048
 
 
+def _weighted_draw(cumulative, start, stop, uniforms) -> np.ndarray:
+    """Per draw, the entry in [start, stop) that its uniform picks, weighted by the entries' counts
+    (`cumulative`: the running count before each entry)."""
+    lo = cumulative[start]
+    target = lo + uniforms * (cumulative[stop] - lo)
+    if target.size >= _SORTED_SEARCH_FROM:
+        # Searching the keys in ascending order walks the cumulative counts once, which is much
+        # faster than random lookups once there are many keys.
+        by_target = target.argsort()
+        drawn = np.empty(target.size, dtype=np.int64)
+        drawn[by_target] = cumulative.searchsorted(target[by_target], side="right")
+    else:
+        drawn = cumulative.searchsorted(target, side="right")
+    drawn -= 1
+    np.maximum(drawn, start, out=drawn)
+    np.minimum(drawn, stop - 1, out=drawn)
+    return drawn
+
+
 @functools.cache
 def _other_dims(k: int, i: int) -> np.ndarray:
     """The dimensions of a k-dim tree other than i (those of the subnode that drops i)."""
     return np.array([j for j in range(k) if j != i], dtype=np.intp)
 
 
-def _set_open_ranges(low, high, index, new_low, new_high) -> None:
-    """Set the ranges at `index` to drawn sub-ranges, in place, except where they are single values."""
-    old_low, old_high = low[index], high[index]
-    single = old_low == old_high
-    low[index] = np.where(single, old_low, new_low)
-    high[index] = np.where(single, old_high, new_high)
+def _keep_points(low, high, point, own_low) -> None:
+    """Put the placeholder's own value back where its range is a single value (`point`: a singular
+    dimension; `own_low`: its ranges' starts, which are those values), in place. The placeholders'
+    ranges are gathered again here rather than kept through the draws: less memory held meanwhile."""
+    np.copyto(low, own_low, where=point)
+    np.copyto(high, own_low, where=point)
 
 
 def _narrow(positions: np.ndarray) -> np.ndarray:
