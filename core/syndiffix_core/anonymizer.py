@@ -197,8 +197,8 @@ class EntityRepeats:
         if depth == 0:
             return self._root.stats()
         self._at_depth(depth)
-        first = np.searchsorted(self._positions, starts)
-        stop = np.searchsorted(self._positions, ends)
+        first = self._positions.searchsorted(starts)
+        stop = self._positions.searchsorted(ends)
         repeats = stop - first
         if self.known_prefix is None:
             known = ends - starts
@@ -222,7 +222,7 @@ class EntityRepeats:
         in position order): in entity order, an entity's repeat rows in one node are a chain of entries
         each following the previous one's row, and c rows in the node make c - 1 entries. A node with
         fewer than `top_n` entities of several rows also ranks its entities of one row."""
-        chain_start = np.flatnonzero(np.r_[True, self._previous[1:] != self._row[:-1]])
+        chain_start = _true_first(self._previous[1:] != self._row[:-1]).nonzero()[0]
         # The node (index into `nodes`, -1 for none) of every repeat row, written at its position.
         counts = stop[nodes] - first[nodes]
         node_of_entry = np.full(self._positions.size, -1, dtype=np.int32)
@@ -231,20 +231,23 @@ class EntityRepeats:
         )
         self._node_of_row[self._positions] = node_of_entry
         chain_node = self._node_of_row[self._row[chain_start]].astype(np.int64)
-        selected = np.flatnonzero(chain_node >= 0)
+        selected = (chain_node >= 0).nonzero()[0]
         pair_node, first_row = chain_node[selected], self._row[chain_start[selected]]
-        contribution = np.diff(np.r_[chain_start, self._row.size])[selected] + 1
+        chain_length = np.empty_like(chain_start)
+        chain_length[:-1] = chain_start[1:] - chain_start[:-1]
+        chain_length[-1] = self._row.size - chain_start[-1]
+        contribution = chain_length[selected] + 1
         candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
         ranked = np.bincount(pair_node, minlength=nodes.size)
         pair_node, contribution = pair_node[candidates], contribution[candidates]
         entity = self.ids[first_row[candidates]]
         top = _rank_top(pair_node, self.entity_hashes[entity], contribution, nodes.size, top_n)
-        light = np.flatnonzero((ranked < top_n) & (distinct[nodes] > ranked))
+        light = ((ranked < top_n) & (distinct[nodes] > ranked)).nonzero()[0]
         if light.size:
             # All the chains of a light node are candidates (it has fewer than top_n of them).
             light_index = np.full(nodes.size, -1, dtype=np.int64)
             light_index[light] = np.arange(light.size)
-            chains = np.flatnonzero(light_index[pair_node] >= 0)
+            chains = (light_index[pair_node] >= 0).nonzero()[0]
             pair_node, entity, contribution = _light_node_pairs(
                 self.ids,
                 starts[nodes[light]],
@@ -318,10 +321,10 @@ def _light_node_pairs(ids, starts, ends, chains, entity_count: int, top_n: int):
     last_bin = np.where(reached[:, -1], reached.argmax(axis=1), n_bins - 1)
     paired = row_bin <= last_bin[row_node]
     pair_node, entity, rows = _distinct_pairs(row_node[paired], row_ids[paired], entity_count)
-    node_start = np.searchsorted(pair_node, np.arange(n_nodes))
+    node_start = pair_node.searchsorted(np.arange(n_nodes))
     smallest = (np.arange(pair_node.size) - node_start[pair_node]) < top_n
-    kept = np.flatnonzero(smallest | (rows > 1))
-    later = np.flatnonzero(chain_bin > last_bin[chain_node])
+    kept = (smallest | (rows > 1)).nonzero()[0]
+    later = (chain_bin > last_bin[chain_node]).nonzero()[0]
     pair_node = np.concatenate([pair_node[kept], chain_node[later]])
     entity = np.concatenate([entity[kept], chain_entity[later]])
     rows = np.concatenate([rows[kept], chain_rows[later]])
@@ -337,8 +340,10 @@ def _distinct_pairs(node: np.ndarray, ids: np.ndarray, entity_count: int):
     pair_key.sort()
     if pair_key.size == 0:
         return pair_key, pair_key, pair_key
-    first_positions = np.flatnonzero(np.r_[True, pair_key[1:] != pair_key[:-1]])
-    rows = np.diff(np.r_[first_positions, pair_key.size]).astype(np.int64)
+    first_positions = _true_first(pair_key[1:] != pair_key[:-1]).nonzero()[0]
+    rows = np.empty(first_positions.size, dtype=np.int64)
+    rows[:-1] = first_positions[1:] - first_positions[:-1]
+    rows[-1] = pair_key.size - first_positions[-1]
     unique_keys = pair_key[first_positions]
     return unique_keys // n_entities, unique_keys % n_entities, rows
 
@@ -351,7 +356,7 @@ def _top_candidates(pair_node, contribution, n_nodes, top_n, cap: int = 15) -> n
     at_least = np.cumsum(histogram.reshape(n_nodes, cap + 1)[:, ::-1], axis=1)[:, ::-1]
     # Largest c with at least top_n pairs of capped contribution >= c (0 if the node has fewer pairs).
     threshold = (at_least >= top_n).sum(axis=1) - 1
-    return np.flatnonzero(capped >= np.maximum(threshold, 0)[pair_node])
+    return (capped >= np.maximum(threshold, 0)[pair_node]).nonzero()[0]
 
 
 def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
@@ -385,12 +390,20 @@ def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
     return top_contribution, top_hash
 
 
+def _true_first(differs: np.ndarray) -> np.ndarray:
+    """[True, *differs]: the first element and those that differ from their predecessor."""
+    marks = np.empty(differs.size + 1, dtype=bool)
+    marks[0] = True
+    marks[1:] = differs
+    return marks
+
+
 def _concatenated_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Positions start_i, ..., start_i + count_i - 1 for every i, concatenated."""
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts)
+    offsets = np.repeat(starts - (counts.cumsum() - counts), counts)
     return np.arange(total, dtype=np.int64) + offsets
 
 
@@ -440,7 +453,7 @@ class CountAnonymizer:
             self.bucketization.singularity_low_threshold,
             self.bucketization.range_low_threshold,
         )
-        undecided = np.flatnonzero((entity_count >= smallest) & (entity_count <= self.max_low_count))
+        undecided = ((entity_count >= smallest) & (entity_count <= self.max_low_count)).nonzero()[0]
         noise = np.zeros(entity_count.size)
         noise[undecided] = self.salt.gaussian(entity_seed[undecided], "suppress", lcf.layer_sd)
         return (
@@ -542,7 +555,7 @@ class CountAnonymizer:
         true_sum = stats.distinct.astype(np.float64)  # every entity contributes one row ...
         flattening = np.zeros(n_nodes)
         top_average = np.where(stats.distinct > 0, 1.0, 0.0)
-        heavy = np.flatnonzero(counted & stats.several)  # ... except in these nodes
+        heavy = (counted & stats.several).nonzero()[0]  # ... except in these nodes
         if heavy.size:
             top_n = self.params.outlier_count.upper + self.params.top_count.upper
             top_contribution, top_hash = stats.top_entities(heavy, top_n)

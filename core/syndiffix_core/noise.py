@@ -31,19 +31,24 @@ _MUL2 = _U64(0x94D049BB133111EB)
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
 _TWO_PI = 2.0 * np.pi
 _U31_MAX = float(2**31 - 1)
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def mix64(values: np.ndarray) -> np.ndarray:
     """SplitMix64 finalizer over a uint64 array (bijective, full avalanche). Returns a new array."""
+    x = np.asarray(values, dtype=_U64).copy()
+    _mix64_in_place(x)
+    return x
+
+
+def _mix64_in_place(x: np.ndarray) -> None:
     # In-place array arithmetic wraps around without a warning, so no np.errstate is needed (entering
     # one costs more than mixing a small array, and this runs thousands of times per table).
-    x = np.asarray(values, dtype=_U64).copy()
     x ^= x >> _U64(30)
     x *= _MUL1
     x ^= x >> _U64(27)
     x *= _MUL2
     x ^= x >> _U64(31)
-    return x
 
 
 def hash_bytes(data: bytes) -> int:
@@ -98,19 +103,32 @@ class Salt:
 
     def seeds(self, seeds: np.ndarray | int, step: str) -> np.ndarray:
         """Salted, step-specific 64-bit random words for an array of seeds."""
-        step_key = _step_key(step)
-        x = np.atleast_1d(np.asarray(seeds, dtype=_U64)) ^ self.key0
-        x = mix64(x) ^ step_key
-        x = mix64(x ^ self.key1)
+        x = np.asarray(seeds, dtype=_U64)
+        x = (x.reshape(1) if x.ndim == 0 else x) ^ self.key0  # a new array: mixed in place below
+        _mix64_in_place(x)
+        x ^= _step_key(step) ^ self.key1
+        _mix64_in_place(x)
         return x
 
     def gaussian(self, seeds: np.ndarray | int, step: str, sd: float = 1.0) -> np.ndarray:
         """One gaussian noise layer per seed (Box-Muller on two 31-bit fields of the salted word)."""
         words = self.seeds(seeds, step)
-        u1 = (words & _U64(0x7FFFFFFF)).astype(np.float64) / _U31_MAX
-        u2 = ((words >> _U64(32)) & _U64(0x7FFFFFFF)).astype(np.float64) / _U31_MAX
-        u1 = np.maximum(u1, np.finfo(np.float64).eps)
-        return np.sqrt(-2.0 * np.log(u1)) * np.sin(_TWO_PI * u2) * sd
+        # In place, operation by operation as sqrt(-2 log(max(u1, eps))) * sin(2 pi u2) * sd.
+        radius = (words & _U64(0x7FFFFFFF)).astype(np.float64)
+        radius /= _U31_MAX
+        np.maximum(radius, _EPS, out=radius)
+        np.log(radius, out=radius)
+        radius *= -2.0
+        np.sqrt(radius, out=radius)
+        words >>= _U64(32)
+        words &= _U64(0x7FFFFFFF)
+        angle = words.astype(np.float64)
+        angle /= _U31_MAX
+        angle *= _TWO_PI
+        np.sin(angle, out=angle)
+        radius *= angle
+        radius *= sd
+        return radius
 
     def uniform_int(self, seeds: np.ndarray | int, step: str, low, high) -> np.ndarray:
         """Uniform integers in [low, high] (inclusive, broadcastable) per seed."""

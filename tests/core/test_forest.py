@@ -185,6 +185,18 @@ def test_packed_code_sort_orders_rows_by_their_whole_code(code_bits):
     assert np.array_equal(np.sort(order), np.arange(code.size))
 
 
+@pytest.mark.parametrize(("k", "shift"), [(1, 0), (2, 1), (3, 34), (5, 4), (5, 60), (7, 63)])
+def test_spread_table_spreads_each_bit_of_a_chunk_with_stride_k(k, shift):
+    from syndiffix_core.forest import _spread_table
+
+    chunk = np.arange(1 << 16, dtype=np.uint64)
+    expected = np.zeros(1 << 16, dtype=np.uint64)
+    for bit in range(16):
+        if bit * k + shift < 64:  # bits that would land past bit 63 are dropped
+            expected |= ((chunk >> np.uint64(bit)) & np.uint64(1)) << np.uint64(bit * k + shift)
+    np.testing.assert_array_equal(_spread_table(k, shift), expected)
+
+
 def test_divergence_finds_where_neighbouring_codes_part_at_each_level():
     from syndiffix_core.anonymizer import SortedEntities
     from syndiffix_core.forest import _SortedLayout
