@@ -13,7 +13,6 @@ from syndiffix_core.harvest import Harvester
 from syndiffix_core.params import ClusteringParams
 from syndiffix_core.threads import map_in_threads
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare_reference"))
 from compare import generated_table
 from test_forest import make_forest
