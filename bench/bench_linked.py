@@ -2,7 +2,7 @@
 linking at scale (5 tables, 1M child rows) against synthesizing the same tables alone.
 
     python bench/bench_linked.py [--part flights|lahman|scale|all] [--flight-rows 100000]
-        [--scale-children 1000000] [--url postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
+        [--scale-children 1000000] [--salt "bench_linked salt"] [--url postgresql+psycopg://postgres@127.0.0.1:5432/postgres]
 
 flights / lahman: the source tables are loaded into a fresh PostgreSQL database with their primary keys
 and foreign keys declared (foreign keys NOT VALID where the data has orphans: 15% of the flights' tail
@@ -50,7 +50,7 @@ from syndiffix_ops.linked_report import (
 )
 from syndiffix_ops.run_plan import PlannedForeignKey, database_key_reader, plan_run
 
-SALT = b"bench_linked salt"
+SALT = "bench_linked salt"
 SEED = 2026
 
 
@@ -204,7 +204,7 @@ def read_back(engine: sa.Engine, schema: str, names) -> dict[str, pd.DataFrame]:
         return {n: pd.read_sql(sa.text(f'SELECT * FROM "{schema}"."{n}"'), conn) for n in names}
 
 
-def run_dataset(url: str, part: str, flight_rows: int) -> dict:
+def run_dataset(url: str, part: str, flight_rows: int, salt: str) -> dict:
     tables, keys = (
         (flights_tables(flight_rows), FLIGHTS_KEYS) if part == "flights" else (lahman_tables(), LAHMAN_KEYS)
     )
@@ -230,7 +230,7 @@ def run_dataset(url: str, part: str, flight_rows: int) -> dict:
         )
         (linked_set,) = plan_run(config, database_key_reader(engine)).linked_sets
         cpu = cpu_seconds()
-        run_linked_set(config, linked_set, salt=SALT)
+        run_linked_set(config, linked_set, salt=salt.encode())
         cpu = cpu_seconds() - cpu
         synthetic = read_back(engine, "synthetic", tables)
         figures = measure(engine, tables, synthetic, keys)
@@ -400,8 +400,8 @@ def scale_tables(children: int) -> dict[str, pd.DataFrame]:
     }
 
 
-def run_scale(children: int) -> dict:
-    from syndiffix_core import synthesize
+def run_scale(children: int, salt: str) -> dict:
+    from syndiffix_core import ClusteringParams, synthesize
     from syndiffix_core.linking import ForeignKey, LinkedTable, synthesize_linked
 
     tables = scale_tables(children)
@@ -436,18 +436,18 @@ def run_scale(children: int) -> dict:
         # keys as ordinary values), the orders protected per customer
         frame = table.frame.drop(columns=list(table.primary_key))
         started = cpu_seconds()
-        synthesize(frame, ["customer_id"] if name == "orders" else None, salt=SALT)
+        synthesize(frame, ["customer_id"] if name == "orders" else None, salt=salt.encode())
         alone[name] = cpu_seconds() - started
     engine_cpu = {}
 
-    def synthesize_table(name, frame, aids):
+    def synthesize_table(name, frame, aids, pairs):
         started = cpu_seconds()
-        result = synthesize(frame, aids, salt=SALT)
+        result = synthesize(frame, aids, salt=salt.encode(), clustering=ClusteringParams(keep_together=pairs))
         engine_cpu[name] = cpu_seconds() - started
         return result
 
     started = cpu_seconds()
-    synthesize_linked(linked, salt=SALT, synthesize_table=synthesize_table)
+    synthesize_linked(linked, salt=salt.encode(), synthesize_table=synthesize_table)
     linked_cpu = cpu_seconds() - started
     return {
         "part": "scale",
@@ -516,6 +516,7 @@ def main() -> None:
     parser.add_argument("--part", choices=["flights", "lahman", "scale", "all"], default="all")
     parser.add_argument("--flight-rows", type=int, default=100_000)
     parser.add_argument("--scale-children", type=int, default=1_000_000)
+    parser.add_argument("--salt", default=SALT, help="the run's salt (figures vary with it: quote several)")
     parser.add_argument("--url", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # a child process's output
     args = parser.parse_args()
@@ -530,6 +531,8 @@ def main() -> None:
                 str(args.flight_rows),
                 "--scale-children",
                 str(args.scale_children),
+                "--salt",
+                args.salt,
                 "--url",
                 args.url,
                 "--json",
@@ -544,9 +547,9 @@ def main() -> None:
         return
     started = time.perf_counter()
     result = (
-        run_scale(args.scale_children)
+        run_scale(args.scale_children, args.salt)
         if args.part == "scale"
-        else run_dataset(args.url, args.part, args.flight_rows)
+        else run_dataset(args.url, args.part, args.flight_rows, args.salt)
     )
     result["wall_s"] = time.perf_counter() - started
     if args.json:

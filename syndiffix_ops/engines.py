@@ -109,6 +109,7 @@ class ClusteringSettings(_Params):
     solver_alpha: float | None = Field(default=None, gt=0, lt=1)
     main_column: str | None = None
     main_features: list[str] | None = None
+    keep_together: list[tuple[str, str]] | None = None
 
 
 class SyndiffixParams(_Params):
@@ -154,7 +155,19 @@ def _syndiffix_resolved_params(params: SyndiffixParams) -> dict[str, Any]:
     }
     features = resolved["clustering"]["main_features"]
     resolved["clustering"]["main_features"] = list(features) if features is not None else None
+    resolved["clustering"]["keep_together"] = [list(pair) for pair in clustering.keep_together]
     return resolved
+
+
+def with_kept_together(params: BaseModel, pairs: Sequence[tuple[str, str]]) -> BaseModel:
+    """SynDiffix params whose clustering also keeps `pairs` in one cluster each (a linked set's parent:
+    its child statistics with the columns children are matched on); other engines' params unchanged."""
+    if not pairs or not isinstance(params, SyndiffixParams):
+        return params
+    kept = [*(params.clustering.keep_together or []), *map(tuple, pairs)]
+    return params.model_copy(
+        update={"clustering": params.clustering.model_copy(update={"keep_together": kept})}
+    )
 
 
 def syndiffix_anonymization(params: BaseModel) -> Any:
@@ -185,6 +198,8 @@ def _core_params(params: SyndiffixParams) -> dict[str, Any]:
     clustering = params.clustering.model_dump(exclude_none=True)
     if "main_features" in clustering:
         clustering["main_features"] = tuple(clustering["main_features"])
+    if "keep_together" in clustering:
+        clustering["keep_together"] = tuple(map(tuple, clustering["keep_together"]))
     return {
         "anonymization": core.AnonymizationParams(**anonymization) if anonymization else None,
         "bucketization": core.BucketizationParams(**bucketization) if bucketization else None,

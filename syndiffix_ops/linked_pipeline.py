@@ -23,7 +23,7 @@ from syndiffix_ops import run_checks, run_result
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
 from syndiffix_ops.connections import open_engines
 from syndiffix_ops.dp_budget import DpRelease, plan_release
-from syndiffix_ops.engines import get_engine, syndiffix_anonymization
+from syndiffix_ops.engines import get_engine, syndiffix_anonymization, with_kept_together
 from syndiffix_ops.failed_runs import RunStage, record_failed_outputs, tracking
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
 from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
@@ -276,7 +276,9 @@ def _synthesize(
     by_name = {m.name: m for m in members}
     metadata: dict[str, dict[str, Any]] = {}
 
-    def synthesize_table(name: str, frame: pd.DataFrame, aids: list[str]) -> pd.DataFrame:
+    def synthesize_table(
+        name: str, frame: pd.DataFrame, aids: list[str], pairs: tuple[tuple[str, str], ...]
+    ) -> pd.DataFrame:
         member = by_name[name]
         engine = get_engine(member.effective.engine)
         notify(f"synthesize {name}", 0.0)
@@ -285,7 +287,11 @@ def _synthesize(
             frame[[*aids, *derived.synthesized]],
             aid_columns=aids,
             salt=salt,
-            params=member.effective.engine_params,
+            # a derived column is computed, not clustered: its pairs go
+            params=with_kept_together(
+                member.effective.engine_params,
+                [pair for pair in pairs if set(pair) <= set(derived.synthesized)],
+            ),
             table_identity=_noise_identity(member),
         )
         metadata[name] = result.metadata

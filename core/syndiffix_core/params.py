@@ -107,8 +107,17 @@ class ClusteringParams:
     # ML-target mode: columns that are not features of the target are stitched on the target (False,
     # as syndiffix 1.0.8) or patched, i.e. zipped on at random (True, as the published algorithm).
     patch_non_features: bool = False
+    # Pairs of columns the solver treats as fully dependent, so that it puts each pair in one cluster
+    # (or one among the other's stitch columns) where the weight limit allows; default clustering only
+    # (a linked set's parent: each child statistic with the columns the children are matched on).
+    keep_together: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "keep_together", tuple(tuple(pair) for pair in self.keep_together))
+        _check(
+            all(len(pair) == 2 for pair in self.keep_together),
+            f"keep_together must hold pairs of column names, got {self.keep_together}",
+        )
         _check(self.sample_size >= 1, f"sample_size must be >= 1, got {self.sample_size}")
         _check(self.max_weight > 0, f"max_weight must be > 0, got {self.max_weight}")
         _check(

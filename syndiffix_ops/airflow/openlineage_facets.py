@@ -5,8 +5,9 @@ set, when the task writes one), so START and FAIL events carry the input and out
 COMPLETE adds what only the run knows (schemas as written, column lineage, rows written, lineage ids).
 Two facets of this provider:
 
-- run facet `syndiffix`: engine, effective engine parameters, table (a linked set's first) and column
-  set, the tables of the linked set, the lineage ids of the tables written, the epsilon spent
+- run facet `syndiffix`: engine and effective engine parameters (a linked set's first table's), each
+  table's engine, table (a linked set's first) and column set, the tables of the linked set, the
+  lineage ids of the tables written, the epsilon spent
   (dp_marginals; None when no table has a DP budget) and a salt fingerprint (see
   syndiffix_ops.fingerprint), never the salt;
 - input dataset facet `syndiffix_aidColumns`: the AID columns read to protect entities, never written.
@@ -44,6 +45,7 @@ class SyndiffixRunFacet(RunFacet):
     parameters: dict[str, Any]
     table: str
     columnSet: str | None = None
+    engines: dict[str, str] = attr.field(factory=dict)
     linkedSet: list[str] = attr.field(factory=list)
     lineageIds: list[str] = attr.field(factory=list)
     epsilonSpent: float | None = None
@@ -74,6 +76,7 @@ class PlannedTable:
     targets: list[str]
     aid_columns: list[str]
     epsilon_per_output: float | None
+    engine: str
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,7 @@ def _run_facet(plan: TaskPlan, *, written: Sequence[TableRunResult]) -> Syndiffi
         parameters=plan.parameters,
         table=plan.tables[0].name,
         columnSet=plan.column_set,
+        engines={t.name: t.engine for t in plan.tables},
         linkedSet=[t.name for t in plan.tables] if len(plan.tables) > 1 else [],
         lineageIds=[r.lineage_id for r in written if r.lineage_id],
         epsilonSpent=spent,

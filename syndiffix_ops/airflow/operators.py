@@ -92,6 +92,7 @@ class SyntheticTableOperator(BaseOperator):
         self.report_index_url: str | None = None
         self._source_url: sa.URL | None = None
         self._target_url: sa.URL | None = None
+        self._planned_set: list[str] | None = None  # an operator on its own: its set as planned here
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         """Run the table; a failure no retry can fix (config, missing table or column, type policy,
@@ -167,6 +168,7 @@ class SyntheticTableOperator(BaseOperator):
             return run_table(config, table, **arguments)
         read_keys = database_key_reader(arguments["source"]) if config.keys_from_database else None
         linked_set = plan_run(config, read_keys).set_of(table.display_name)
+        self._planned_set = list(linked_set.tables) if linked_set else []
         if self.linked_set is not None:
             found = list(linked_set.tables) if linked_set else [table.display_name]
             if found != self.linked_set:
@@ -228,8 +230,9 @@ class SyntheticTableOperator(BaseOperator):
         return openlineage_facets.on_failure(self._lineage_plan(), self._written)
 
     def _lineage_plan(self) -> TaskPlan:
-        """The tables this task reads and writes: its linked set as the DAG planned it, else its table
-        (an operator on its own plans its set only when it runs: its COMPLETE event names every table)."""
+        """The tables this task reads and writes, parents first: its linked set as the DAG planned it;
+        for an operator on its own, its set as planned by its run, or before the run as the run will
+        plan it (see `_set_names`); else its table."""
         import os
 
         from syndiffix_ops.airflow.openlineage_facets import TaskPlan
@@ -238,10 +241,11 @@ class SyntheticTableOperator(BaseOperator):
         from syndiffix_ops.fingerprint import salt_fingerprint
 
         config = load_config(self.config_path)
-        tables = [_table_for_task(config, self.table, self.column_set)]
-        tables += [config.table(name) for name in (self.linked_set or [])[1:]]
-        first = config.effective(tables[0])
+        own = _table_for_task(config, self.table, self.column_set)
         source_url, target_url = self._urls(config)
+        names = self._set_names(config, own.display_name, source_url) or [own.display_name]
+        tables = [own if name == own.display_name else config.table(name) for name in names]
+        first = config.effective(tables[0])
         salt = self._salt() or (os.environ.get(first.salt_env) or "").encode()
         return TaskPlan(
             source_url=source_url,
@@ -253,6 +257,29 @@ class SyntheticTableOperator(BaseOperator):
             column_set=self.column_set,
             salt_fingerprint=salt_fingerprint(salt) if salt else None,
         )
+
+    def _set_names(self, config: PipelineConfig, table: str, source: sa.URL) -> list[str]:
+        """The linked set this task writes (empty: its table alone). An operator on its own plans it as
+        its run does, from the YAML's keys and, with keys_from_database, the source's (a few catalog
+        queries, no rows); a source that cannot be reached leaves the table alone in the START event."""
+        import sqlalchemy as sa
+
+        from syndiffix_ops.run_plan import database_key_reader, plan_run
+
+        if self.linked_set is not None:
+            return self.linked_set
+        if self._planned_set is None:
+            engine = sa.create_engine(source) if config.keys_from_database else None
+            try:
+                linked_set = plan_run(config, engine and database_key_reader(engine)).set_of(table)
+            except sa.exc.OperationalError as error:
+                self.log.warning("linked set of %s not planned for lineage: %s", table, type(error).__name__)
+                return []
+            finally:
+                if engine is not None:
+                    engine.dispose()
+            self._planned_set = list(linked_set.tables) if linked_set else []
+        return self._planned_set
 
 
 class PlanChanged(Exception):
@@ -313,6 +340,7 @@ def _planned_table(config: PipelineConfig, table: TableConfig) -> PlannedTable:
         targets=list(table.output_targets().values()),
         aid_columns=list(table.aid_columns),
         epsilon_per_output=getattr(config.effective(table).engine_params, "epsilon", None),
+        engine=config.effective(table).engine,
     )
 
 

@@ -60,6 +60,47 @@ def test_the_plan_of_a_task_names_its_datasets_aid_columns_and_dp_budget(airflow
     assert failed.run_facets["syndiffix"].epsilonSpent == 0.0
 
 
+STANDALONE_SET_CONFIG = """\
+version: 1
+source_conn_id: lineage_source
+target_conn_id: lineage_target
+target_schema: synthetic
+keys_from_database: false
+tables:
+  - source: shop.customers
+    primary_key: [customer_id]
+  - source: shop.orders
+    primary_key: [order_id]
+    engine: dp_marginals
+    engine_params: {epsilon: 1.5}
+    foreign_keys:
+      - {columns: [customer_id], references: customers(customer_id)}
+"""
+
+
+def test_an_operator_on_its_own_names_its_whole_linked_set_before_it_runs(airflow_env, tmp_path, monkeypatch):
+    """An operator outside the DAG factory given a child table writes the child's whole set, parents
+    first: its START and FAIL events name every table of the set, and each table's engine."""
+    from syndiffix_ops.airflow.operators import SyntheticTableOperator
+
+    for conn_id, host in (("LINEAGE_SOURCE", "source-db"), ("LINEAGE_TARGET", "target-db")):
+        monkeypatch.setenv(
+            f"AIRFLOW_CONN_{conn_id}", json.dumps({"conn_type": "postgres", "host": host, "schema": "wh"})
+        )
+    (tmp_path / "shop.yaml").write_text(STANDALONE_SET_CONFIG)
+    operator = SyntheticTableOperator(task_id="t", config_path=str(tmp_path / "shop.yaml"), table="orders")
+
+    start = operator.get_openlineage_facets_on_start()
+    failed = operator.get_openlineage_facets_on_failure(task_instance=None)
+    for lineage in (start, failed):
+        assert [i.name for i in lineage.inputs] == ["wh.shop.customers", "wh.shop.orders"]
+        assert [o.name for o in lineage.outputs] == ["wh.synthetic.customers", "wh.synthetic.orders"]
+        facet = lineage.run_facets["syndiffix"]
+        assert (facet.table, facet.linkedSet) == ("customers", ["customers", "orders"])
+        assert facet.engines == {"customers": "syndiffix", "orders": "dp_marginals"}
+        assert facet.epsilonSpent == 0.0
+
+
 SET_SOURCE = "ol_set_src"
 SET_CONFIG = f"""\
 version: 1

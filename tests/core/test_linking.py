@@ -521,3 +521,66 @@ def test_the_matching_targets_take_the_context_profile_of_whichever_synthesis_sh
     np.testing.assert_allclose(moved - levels[parent_bucket], deviation - own_level[parent_bucket])
     kept = targets(0.7, 1.0)
     np.testing.assert_allclose(kept, profile[parent_bucket] + deviation)
+
+
+def test_a_parents_child_statistics_are_clustered_with_the_columns_children_are_matched_on():
+    """The engine gets, per parent, each link's child count and child means paired with the link's
+    context columns, and its solver keeps such pairs in one cluster where the weights allow: two
+    independent blocks of columns are clustered apart, and the pairs across them are kept anyway."""
+    from syndiffix_core.clustering.plan import plan_table
+    from syndiffix_core.params import ClusteringParams
+
+    parents, children = _customers_orders(customers=300)
+    tables = _link(parents, children, context=("age",), aggregates=("amount",))
+    given = {}
+
+    def record(name, frame, aids, pairs):
+        given[name] = pairs
+        return frame.drop(columns=aids)
+
+    synthesize_linked(tables, salt=SALT, synthesize_table=record)
+    assert given == {"customers": (("age", "__link_n_0"), ("age", "__link_mean_0_amount")), "orders": ()}
+
+    rng = np.random.default_rng(7)
+    blocks = [rng.normal(0, 1, (2000, 1)) + rng.normal(0, 0.2, (2000, 4)) for _ in range(2)]
+    values = np.hstack(blocks)
+    names = [f"a{i}" for i in range(4)] + [f"b{i}" for i in range(4)]
+
+    def clusters(pairs):
+        params = ClusteringParams(keep_together=pairs)
+        plan = plan_table(values, names, params, target_column=None, rng=np.random.default_rng(1))
+        return [{names[c] for c in cluster} for cluster in plan.clusters.all_clusters()]
+
+    pairs = (("a0", "b3"), ("b1", "a2"))
+    assert not any(set(pair) <= cluster for pair in pairs for cluster in clusters(()))
+    assert all(any(set(pair) <= cluster for cluster in clusters(pairs)) for pair in pairs)
+
+
+def test_an_entity_links_parents_get_their_synthetic_means_from_children_of_their_context():
+    """Ten children per parent are a sample whose mean is off its parent's synthetic mean by about a
+    third of the means' spread; swaps within the context buckets bring the realized means to the
+    synthetic ones and keep every child with a parent of its own context bucket."""
+    from syndiffix_core.linking.assignment import assign
+
+    rng = np.random.default_rng(11)
+    parents = 800
+    context = rng.random(parents)
+    means = rng.normal(0, 1, parents) + 2 * context
+    counts = np.full(parents, 10.0)
+    owner = np.repeat(np.arange(parents), 10)
+    children = means[owner] + rng.normal(0, 1.5, len(owner))
+    assigned = assign(
+        [pd.Series(context[owner])],
+        [pd.Series(context)],
+        children[:, None],
+        means[:, None],
+        counts,
+        np.random.default_rng(1),
+    )
+    realized = np.bincount(assigned, weights=children, minlength=parents) / np.bincount(
+        assigned, minlength=parents
+    )
+    assert np.abs(realized - means).mean() < 0.1
+    edges = np.quantile(context, np.linspace(0, 1, 9)[1:-1])
+    own_bucket = np.searchsorted(edges, context[owner], side="right")
+    assert (own_bucket == np.searchsorted(edges, context[assigned], side="right")).mean() > 0.97

@@ -52,6 +52,10 @@ def plan_table(
             raise InvalidInputError(f"{what} {name!r} is not a synthesized column (columns: {names})")
         return names.index(name)
 
+    pairs = [
+        (index_of(a, "column to keep together"), index_of(b, "column to keep together"))
+        for a, b in params.keep_together
+    ]
     main = index_of(params.main_column, "main column") if params.main_column is not None else None
     target = index_of(target_column, "target column") if target_column is not None else None
     if params.main_features is not None and target is None and main is None:
@@ -83,7 +87,7 @@ def plan_table(
         return TablePlan(clusters, measured.entropies)
 
     builder = ClusterBuilder(
-        measured.dependence,
+        with_pairs_kept_together(measured.dependence, pairs),
         measured.entropies,
         max_weight=params.max_weight,
         merge_threshold=params.merge_threshold,
@@ -97,3 +101,12 @@ def plan_table(
         clusters.describe(names),
     )
     return TablePlan(clusters, measured.entropies)
+
+
+def with_pairs_kept_together(dependence: np.ndarray, pairs: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The dependence matrix with each pair's dependence raised to 1: the solver then puts the pair in
+    one cluster, or one of them among the other's stitch columns, wherever the weight limit allows."""
+    dependence = np.array(dependence, dtype=float)
+    for a, b in pairs:
+        dependence[a, b] = dependence[b, a] = 1.0
+    return dependence

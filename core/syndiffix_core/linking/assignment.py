@@ -171,7 +171,8 @@ def assign(
         else:
             high = weight
     if not dimension:
-        return best
+        # within context buckets: a child keeps a parent of the context it was synthesized with
+        return match_means(best, child_values, parent_means, rng, groups=parent_bucket)
     targets = context_levels(child_values, parent_means, child_bucket, parent_bucket, places)
     return match_means(best, child_values, targets, rng)
 
@@ -245,7 +246,12 @@ def _context_buckets(
 
 
 def match_means(
-    parents: np.ndarray, child_values: np.ndarray, parent_means: np.ndarray, rng: np.random.Generator
+    parents: np.ndarray,
+    child_values: np.ndarray,
+    parent_means: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    groups: np.ndarray | None = None,
 ) -> np.ndarray:
     """Swaps of children between parents that bring the parents' realized means of the aggregate
     columns closer to their synthetic means; the number of children per parent does not change.
@@ -255,7 +261,8 @@ def match_means(
     of the synthetic means itself. Each pass projects the parents' errors (standardized, all aggregate
     columns) on a random direction, pairs the parent most above with the one most below and so on, and
     swaps one random child of each pair when that lowers the sum over parents of children x squared
-    error. Children are kept in slots grouped by parent, so a pass costs O(parents)."""
+    error. Children are kept in slots grouped by parent, so a pass costs O(parents). `groups` (one
+    code per parent): parents are paired only within their group."""
     center = np.nanmean(child_values, axis=0)
     scale = np.nanstd(child_values, axis=0)
     scale = np.where(scale > 0, scale, 1.0)
@@ -268,14 +275,14 @@ def match_means(
     sizes = np.bincount(parents, minlength=rows)
     first_slot = np.cumsum(sizes) - sizes
     used = np.flatnonzero(sizes > 0)
+    group = np.zeros(rows, dtype=np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
     n = np.maximum(sizes, 1).astype(float)[:, None]
     sums = np.stack([np.bincount(parents, weights=column, minlength=rows) for column in values.T], axis=1)
     for _ in range(MEAN_PASSES):
         error = (sums / n - targets) * weight
         direction = rng.standard_normal(values.shape[1])
-        ranked = used[np.argsort(error[used] @ direction, kind="stable")]
-        half = len(ranked) // 2
-        low, high = ranked[:half], ranked[::-1][:half]
+        low, high = _opposite_pairs(used, error[used] @ direction, group[used])
+        half = len(low)
         slot_high = first_slot[high] + (rng.random(half) * sizes[high]).astype(np.int64)
         slot_low = first_slot[low] + (rng.random(half) * sizes[low]).astype(np.int64)
         a, b = slots[slot_high], slots[slot_low]
@@ -290,6 +297,22 @@ def match_means(
     result = np.empty_like(parents)
     result[slots] = np.repeat(np.arange(rows), sizes)
     return result
+
+
+def _opposite_pairs(
+    members: np.ndarray, score: np.ndarray, group: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Within each group, the member with the lowest score paired with the highest, the second lowest
+    with the second highest, and so on: (low, high) arrays of members."""
+    order = np.lexsort((score, group))
+    ranked, group = members[order], group[order]
+    start = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    size = np.diff(np.r_[start, len(ranked)])
+    first = np.repeat(start, size)
+    position = np.arange(len(ranked)) - first
+    partner = first + np.repeat(size, size) - 1 - position
+    lower = position < np.repeat(size // 2, size)
+    return ranked[lower], ranked[partner[lower]]
 
 
 def _fill(bucket: np.ndarray, within: np.ndarray, parent_order: np.ndarray, places: np.ndarray) -> np.ndarray:

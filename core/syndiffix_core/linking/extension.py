@@ -223,6 +223,20 @@ def synthesis_frame(
     return frame, aid_names
 
 
+def kept_together(name: str, links: list[Link], synthesized: pd.Index) -> tuple[tuple[str, str], ...]:
+    """Pairs of the parent's columns to synthesize in one cluster: each link column of the parent (child
+    count, child means) with each context column of its link. The children are matched to parents on
+    the context, so a child statistic the parent's clusters separate from the context would reach the
+    matched children only through whichever columns the stitching kept between them."""
+    pairs = []
+    for link in links:
+        if link.key.parent != name:
+            continue
+        statistics = [link.count_column, *map(link.mean_column, link.aggregates)]
+        pairs += [(c, s) for c in link.context if c in synthesized for s in statistics]
+    return tuple(dict.fromkeys(pairs))
+
+
 def _parent_statistics(
     link: Link, tables: Mapping[str, LinkedTable], parent_rows: int
 ) -> dict[str, np.ndarray]:

@@ -13,11 +13,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from ..noise import Salt
+from ..params import ClusteringParams
 from ..synthesizer import synthesize
 from .assignment import assign
 from .extension import (
@@ -25,6 +27,7 @@ from .extension import (
     apply_orphan_policies,
     check_parent_keys,
     entity_codes,
+    kept_together,
     links_of,
     parent_positions,
     synthesis_frame,
@@ -33,8 +36,9 @@ from .key_histogram import KeyHistogram, key_histogram
 from .schema import LinkedTable, LinkingError, check_tables
 from .surrogates import key_kind, surrogate_values
 
-# (table name, frame to synthesize, its AID columns) -> synthetic frame without the AID columns
-TableSynthesizer = Callable[[str, pd.DataFrame, list[str]], pd.DataFrame]
+# (table name, frame to synthesize, its AID columns, column pairs to keep in one cluster) -> synthetic
+# frame without the AID columns
+TableSynthesizer = Callable[[str, pd.DataFrame, list[str], tuple[tuple[str, str], ...]], pd.DataFrame]
 
 
 def synthesize_linked(
@@ -48,7 +52,7 @@ def synthesize_linked(
     whose non-null foreign keys all reference a synthetic parent and whose keys are fresh and unique.
 
     `synthesize_table` runs the engine on one extended table (default: `synthesize(frame, aids,
-    salt=salt, **engine_options)`)."""
+    salt=salt, **engine_options)`, with the pairs added to the clustering's `keep_together`)."""
     check_tables(tables)
     order = parents_first(tables)
     tables = apply_orphan_policies(tables, order)
@@ -57,8 +61,13 @@ def synthesize_linked(
     entities = entity_codes(tables, links)
     if synthesize_table is None:
 
-        def synthesize_table(name: str, frame: pd.DataFrame, aids: list[str]) -> pd.DataFrame:
-            return synthesize(frame, aids, salt=salt, **engine_options)
+        def synthesize_table(
+            name: str, frame: pd.DataFrame, aids: list[str], pairs: tuple[tuple[str, str], ...]
+        ) -> pd.DataFrame:
+            options = dict(engine_options)
+            clustering = options.pop("clustering", None) or ClusteringParams()
+            clustering = replace(clustering, keep_together=clustering.keep_together + pairs)
+            return synthesize(frame, aids, salt=salt, clustering=clustering, **options)
 
     secret = Salt.from_secret(salt)
     histograms = {
@@ -69,7 +78,8 @@ def synthesize_linked(
     synthetic = {}
     for name in order:
         frame, aids = synthesis_frame(name, tables, links, entities[name])
-        synthetic[name] = synthesize_table(name, frame, aids).reset_index(drop=True)
+        pairs = kept_together(name, links, frame.columns)
+        synthetic[name] = synthesize_table(name, frame, aids, pairs).reset_index(drop=True)
         _add_surrogate_keys(tables[name], synthetic[name], secret)
     for name in order:  # a table's keys are complete, and unique, before its children link to it
         own = [link for link in links if link.child == name]
