@@ -237,30 +237,36 @@ class EntityRepeats:
         chain_length[:-1] = chain_start[1:] - chain_start[:-1]
         chain_length[-1] = self._row.size - chain_start[-1]
         contribution = chain_length[selected] + 1
-        candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
         ranked = np.bincount(pair_node, minlength=nodes.size)
+        light = ((ranked < top_n) & (distinct[nodes] > ranked)).nonzero()[0]
+        if light.size == nodes.size:
+            # Every node is light, so every chain is a candidate and the light ranking is the result.
+            entity = self.ids[first_row]
+            return self._rank_light(starts[nodes], ends[nodes], (pair_node, entity, contribution), top_n)
+        candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
         pair_node, contribution = pair_node[candidates], contribution[candidates]
         entity = self.ids[first_row[candidates]]
         top = _rank_top(pair_node, self.entity_hashes[entity], contribution, nodes.size, top_n)
-        light = ((ranked < top_n) & (distinct[nodes] > ranked)).nonzero()[0]
         if light.size:
             # All the chains of a light node are candidates (it has fewer than top_n of them).
             light_index = np.full(nodes.size, -1, dtype=np.int64)
             light_index[light] = np.arange(light.size)
             chains = (light_index[pair_node] >= 0).nonzero()[0]
-            pair_node, entity, contribution = _light_node_pairs(
-                self.ids,
+            top[0][light], top[1][light] = self._rank_light(
                 starts[nodes[light]],
                 ends[nodes[light]],
                 (light_index[pair_node[chains]], entity[chains], contribution[chains]),
-                self.entity_hashes.size,
                 top_n,
             )
-            top_contribution, top_hash = _rank_top(
-                pair_node, self.entity_hashes[entity], contribution, light.size, top_n
-            )
-            top[0][light], top[1][light] = top_contribution, top_hash
         return top
+
+    def _rank_light(self, starts, ends, chains, top_n):
+        """Heaviest entities of nodes [starts, ends) with fewer than `top_n` entities of several rows,
+        from their `chains` (node, entity, rows) and their entities of one row."""
+        pair_node, entity, contribution = _light_node_pairs(
+            self.ids, starts, ends, chains, self.entity_hashes.size, top_n
+        )
+        return _rank_top(pair_node, self.entity_hashes[entity], contribution, starts.size, top_n)
 
 
 def _repeat_rows(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
