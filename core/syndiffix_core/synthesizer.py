@@ -33,6 +33,9 @@ LOG = logging.getLogger(__name__)
 
 # 2^k - 1 trees per cluster: beyond this many columns a single cluster is not practical.
 MAX_SINGLE_CLUSTER_COLUMNS = 12
+# Tables with fewer rows build a cluster's trees on one thread: their numpy calls are too short to
+# release the GIL for long, so a second thread adds CPU time (GIL hand-offs) and no speed.
+THREADED_TREES_MIN_ROWS = 500_000
 
 
 @dataclass
@@ -149,7 +152,7 @@ def synthesize(
         clustering=clustering or ClusteringParams(),
         target_column=target_column,
         clock=clock,
-        threads=worker_count,
+        threads=worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1,
     )
     del forest, entities  # held by the context alone, so that it can drop them
     clock.lap("forest")

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syndiffix_core import synthesize
+from syndiffix_core import synthesize, synthesizer
 from syndiffix_core.harvest import Harvester
 from syndiffix_core.params import ClusteringParams
 from syndiffix_core.threads import map_in_threads
@@ -72,10 +72,28 @@ def test_trees_and_pools_built_on_two_threads_equal_those_built_on_one(monkeypat
             np.testing.assert_array_equal(getattr(one[columns], field), getattr(two[columns], field))
 
 
-def test_a_single_cluster_on_two_threads_gives_the_single_worker_output():
+def test_a_single_cluster_on_two_threads_gives_the_single_worker_output(monkeypatch):
     # One cluster: no worker process, its trees are built on the calling process's threads.
+    monkeypatch.setattr(synthesizer, "THREADED_TREES_MIN_ROWS", 0)
     table, _ = generated_table(3000, 5)
     single = ClusteringParams(enabled=False)
     one = synthesize(table, salt="threads", workers=1, clustering=single)
     two = synthesize(table, salt="threads", workers=2, clustering=single)
     pd.testing.assert_frame_equal(one, two)
+
+
+def test_a_small_table_builds_its_trees_on_one_thread(monkeypatch):
+    # Below THREADED_TREES_MIN_ROWS a second thread would only add CPU time.
+    asked = []
+    prepare = Harvester.prepare_refinement
+
+    def recording(self, columns, threads=1):
+        asked.append(threads)
+        return prepare(self, columns, threads)
+
+    monkeypatch.setattr(Harvester, "prepare_refinement", recording)
+    table, _ = generated_table(3000, 5)
+    synthesize(table, salt="threads", workers=2, clustering=ClusteringParams(enabled=False))
+    monkeypatch.setattr(synthesizer, "THREADED_TREES_MIN_ROWS", 3000)
+    synthesize(table, salt="threads", workers=2, clustering=ClusteringParams(enabled=False))
+    assert asked == [1, 2]
