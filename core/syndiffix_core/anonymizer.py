@@ -133,8 +133,8 @@ class EntityRepeats:
     still inside their node form a shrinking subset, held twice: by position, so a node's repeat count
     and XOR are two lookups in prefix arrays (its distinct entities follow from its rows with an AID
     and the XOR of their hashes), and in entity order, where an entity's repeat rows in one node are a
-    chain, for ranking the heaviest entities. Per level, the node of every repeat row is written
-    at its position, so the node of a chain is read there, not searched. The root (depth 0, all rows) is the
+    chain, for ranking the heaviest entities; a chain's node is found from its first row by one
+    search in the bounds of the ranked nodes. The root (depth 0, all rows) is the
     same in every tree and counted once (`_RootEntities`), so only repeat rows that share at least
     one level with their previous row are kept.
     """
@@ -162,11 +162,11 @@ class EntityRepeats:
         )
         del row, previous, shared, below_root
         # Position order, by marking each repeat row's shared levels at its place (a row repeats at
-        # most once: no sort); `_node_of_row` is reused for the node of each repeat row per level.
-        self._node_of_row = np.zeros(n, dtype=np.int32)
-        self._node_of_row[self._row] = self._row_shared
-        self._positions = np.flatnonzero(self._node_of_row).astype(self._row.dtype)
-        self._shared = self._node_of_row[self._positions].astype(np.uint8)
+        # most once: no sort).
+        shared_at_row = np.zeros(n, dtype=np.int32)
+        shared_at_row[self._row] = self._row_shared
+        self._positions = np.flatnonzero(shared_at_row).astype(self._row.dtype)
+        self._shared = shared_at_row[self._positions].astype(np.uint8)
         self._hashes = row_hashes[self._positions]
         self._depth = 0  # the depth that `_xor` serves (none yet)
         self._xor = None
@@ -212,40 +212,41 @@ class EntityRepeats:
             unaccounted=((ends - starts) - known).astype(np.float64),
             known=known,
             several=repeats > 0,
-            top_entities=lambda nodes, top_n: self._rank_nodes(
-                starts, ends, first, stop, distinct, nodes, top_n
-            ),
+            top_entities=lambda nodes, top_n: self._rank_nodes(starts, ends, distinct, nodes, top_n),
         )
 
-    def _rank_nodes(self, starts, ends, first, stop, distinct, nodes, top_n):
-        """Heaviest entities of `nodes` (a level's nodes [starts, ends), their repeat rows [first, stop)
-        in position order): in entity order, an entity's repeat rows in one node are a chain of entries
-        each following the previous one's row, and c rows in the node make c - 1 entries. A node with
-        fewer than `top_n` entities of several rows also ranks its entities of one row."""
-        chain_start = _true_first(self._previous[1:] != self._row[:-1]).nonzero()[0]
-        # The node (index into `nodes`, -1 for none) of every repeat row, written at its position.
-        counts = stop[nodes] - first[nodes]
-        node_of_entry = np.full(self._positions.size, -1, dtype=np.int32)
-        node_of_entry[_concatenated_ranges(first[nodes], counts)] = np.repeat(
-            np.arange(nodes.size, dtype=np.int32), counts
-        )
-        self._node_of_row[self._positions] = node_of_entry
-        chain_node = self._node_of_row[self._row[chain_start]].astype(np.int64)
-        selected = (chain_node >= 0).nonzero()[0]
-        pair_node, first_row = chain_node[selected], self._row[chain_start[selected]]
-        chain_length = np.empty_like(chain_start)
-        chain_length[:-1] = chain_start[1:] - chain_start[:-1]
-        chain_length[-1] = self._row.size - chain_start[-1]
-        contribution = chain_length[selected] + 1
+    def _rank_nodes(self, starts, ends, distinct, nodes, top_n):
+        """Heaviest entities of `nodes` (of a level's nodes [starts, ends)): in entity order, an
+        entity's repeat rows in one node are a chain of entries each following the previous one's
+        row, and c rows in the node make c - 1 entries. A node with fewer than `top_n` entities of
+        several rows also ranks its entities of one row."""
+        # Chain boundaries: chains start where an entry does not follow the previous entry's row.
+        boundary = np.empty(self._row.size + 1, dtype=bool)
+        boundary[0] = boundary[-1] = True
+        np.not_equal(self._previous[1:], self._row[:-1], out=boundary[1:-1])
+        boundary = boundary.nonzero()[0]
+        chain_first_row = self._row[boundary[:-1]]
+        # The node of a chain holds its first row: the nodes' ranges are disjoint and in position
+        # order, so a row lies inside one iff it falls after an odd number of their bounds.
+        bounds = np.empty(2 * nodes.size, dtype=np.int64)
+        starts, ends = starts[nodes], ends[nodes]
+        bounds[0::2], bounds[1::2] = starts, ends
+        slot = bounds.searchsorted(chain_first_row, side="right")
+        selected = (slot & 1).nonzero()[0]
+        pair_node, first_row = slot[selected] >> 1, chain_first_row[selected]
+        contribution = boundary[1:] - boundary[:-1]
+        contribution = contribution[selected] + 1
         ranked = np.bincount(pair_node, minlength=nodes.size)
         light = ((ranked < top_n) & (distinct[nodes] > ranked)).nonzero()[0]
         if light.size == nodes.size:
             # Every node is light, so every chain is a candidate and the light ranking is the result.
             entity = self.ids[first_row]
-            return self._rank_light(starts[nodes], ends[nodes], (pair_node, entity, contribution), top_n)
-        candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
-        pair_node, contribution = pair_node[candidates], contribution[candidates]
-        entity = self.ids[first_row[candidates]]
+            return self._rank_light(starts, ends, (pair_node, entity, contribution), top_n)
+        if pair_node.size >= _PACKED_SORT_MIN:  # (fewer chains are ranked faster than selected)
+            candidates = _top_candidates(pair_node, contribution, nodes.size, top_n)
+            pair_node, contribution = pair_node[candidates], contribution[candidates]
+            first_row = first_row[candidates]
+        entity = self.ids[first_row]
         top = _rank_top(pair_node, self.entity_hashes[entity], contribution, nodes.size, top_n)
         if light.size:
             # All the chains of a light node are candidates (it has fewer than top_n of them).
@@ -253,8 +254,8 @@ class EntityRepeats:
             light_index[light] = np.arange(light.size)
             chains = (light_index[pair_node] >= 0).nonzero()[0]
             top[0][light], top[1][light] = self._rank_light(
-                starts[nodes[light]],
-                ends[nodes[light]],
+                starts[light],
+                ends[light],
                 (light_index[pair_node[chains]], entity[chains], contribution[chains]),
                 top_n,
             )
@@ -264,7 +265,7 @@ class EntityRepeats:
         """Heaviest entities of nodes [starts, ends) with fewer than `top_n` entities of several rows,
         from their `chains` (node, entity, rows) and their entities of one row."""
         pair_node, entity, contribution = _light_node_pairs(
-            self.ids, starts, ends, chains, self.entity_hashes.size, top_n
+            self.ids, starts, ends, chains, self.entity_hashes.size, top_n, self.known_prefix is not None
         )
         return _rank_top(pair_node, self.entity_hashes[entity], contribution, starts.size, top_n)
 
@@ -296,23 +297,46 @@ def _range_entities(ids: np.ndarray, entity_hashes: np.ndarray) -> tuple[int, np
     return int(np.count_nonzero(present)), np.bitwise_xor.reduce(entity_hashes[present])
 
 
-def _light_node_pairs(ids, starts, ends, chains, entity_count: int, top_n: int):
+_BINNED_PAIRS_MIN = 2048
+
+
+def _light_node_pairs(ids, starts, ends, chains, entity_count: int, top_n: int, has_nulls: bool):
     """(node, entity, rows) sorted by node then entity: what can rank among the `top_n` heaviest
     entities of nodes [starts, ends) that hold fewer than `top_n` entities of several rows, i.e. those
     (`chains`: node, entity, rows, from the repeat rows) and the `top_n` smallest entity indices of
     each node (its one-row entities come in that order).
 
-    The smallest indices come without sorting every row: entity indices are cut into bins, and per
-    node only the rows of the bins up to the one where its distinct entities (rows minus repeat rows
-    per bin) reach `top_n` are paired by sort; the chains of later bins are added to those pairs.
+    From `_BINNED_PAIRS_MIN` rows on, the smallest indices come without sorting every row
+    (`_first_bins`); below, sorting them all costs less than the numpy calls of the bins.
     """
     chain_node, chain_entity, chain_rows = chains
-    n_nodes = starts.size
     counts = ends - starts
     row_ids = ids[_concatenated_ranges(starts, counts)]
-    row_node = np.repeat(np.arange(n_nodes, dtype=np.int64), counts)
-    known = row_ids >= 0
-    row_ids, row_node = row_ids[known], row_node[known]
+    row_node = np.repeat(np.arange(starts.size, dtype=np.int64), counts)
+    if has_nulls:
+        known = row_ids >= 0
+        row_ids, row_node = row_ids[known], row_node[known]
+    later = None
+    if row_ids.size >= _BINNED_PAIRS_MIN:
+        paired, later = _first_bins(row_ids, row_node, chains, starts.size, entity_count, top_n)
+        row_node, row_ids = row_node[paired], row_ids[paired]
+    pair_node, entity, rows = _distinct_pairs(row_node, row_ids, entity_count)
+    smallest = (np.arange(pair_node.size) - pair_node.searchsorted(pair_node)) < top_n
+    kept = (smallest | (rows > 1)).nonzero()[0]
+    if later is None or later.size == 0:  # the pairs are all there is, already in order
+        return pair_node[kept], entity[kept], rows[kept]
+    pair_node = np.concatenate([pair_node[kept], chain_node[later]])
+    entity = np.concatenate([entity[kept], chain_entity[later]])
+    rows = np.concatenate([rows[kept], chain_rows[later]])
+    order = np.argsort(pair_node * max(entity_count, 1) + entity)
+    return pair_node[order], entity[order], rows[order]
+
+
+def _first_bins(row_ids, row_node, chains, n_nodes: int, entity_count: int, top_n: int):
+    """(rows to pair, chains not among them) for `_light_node_pairs`: entity indices are cut into
+    bins, and per node only the rows of the bins up to the one where its distinct entities (rows minus
+    repeat rows per bin) reach `top_n` are paired by sort; the chains of later bins join those pairs."""
+    chain_node, chain_entity, chain_rows = chains
     # About four rows per bin in a node of average size.
     wanted_bins = max(1, row_ids.size // (4 * n_nodes))
     shift = max(0, (entity_count - 1).bit_length() - wanted_bins.bit_length())
@@ -326,16 +350,7 @@ def _light_node_pairs(ids, starts, ends, chains, entity_count: int, top_n: int):
     reached = np.cumsum(distinct.reshape(n_nodes, n_bins), axis=1) >= top_n
     last_bin = np.where(reached[:, -1], reached.argmax(axis=1), n_bins - 1)
     paired = row_bin <= last_bin[row_node]
-    pair_node, entity, rows = _distinct_pairs(row_node[paired], row_ids[paired], entity_count)
-    node_start = pair_node.searchsorted(np.arange(n_nodes))
-    smallest = (np.arange(pair_node.size) - node_start[pair_node]) < top_n
-    kept = (smallest | (rows > 1)).nonzero()[0]
-    later = (chain_bin > last_bin[chain_node]).nonzero()[0]
-    pair_node = np.concatenate([pair_node[kept], chain_node[later]])
-    entity = np.concatenate([entity[kept], chain_entity[later]])
-    rows = np.concatenate([rows[kept], chain_rows[later]])
-    order = np.argsort(pair_node * max(entity_count, 1) + entity)
-    return pair_node[order], entity[order], rows[order]
+    return paired, (chain_bin > last_bin[chain_node]).nonzero()[0]
 
 
 def _distinct_pairs(node: np.ndarray, ids: np.ndarray, entity_count: int):
@@ -350,8 +365,8 @@ def _distinct_pairs(node: np.ndarray, ids: np.ndarray, entity_count: int):
     rows = np.empty(first_positions.size, dtype=np.int64)
     rows[:-1] = first_positions[1:] - first_positions[:-1]
     rows[-1] = pair_key.size - first_positions[-1]
-    unique_keys = pair_key[first_positions]
-    return unique_keys // n_entities, unique_keys % n_entities, rows
+    node, entity = np.divmod(pair_key[first_positions], n_entities)
+    return node, entity, rows
 
 
 def _top_candidates(pair_node, contribution, n_nodes, top_n, cap: int = 15) -> np.ndarray:
@@ -365,6 +380,11 @@ def _top_candidates(pair_node, contribution, n_nodes, top_n, cap: int = 15) -> n
     return (capped >= np.maximum(threshold, 0)[pair_node]).nonzero()[0]
 
 
+# From this many pairs, one sort of packed keys beats a stable argsort; below, its extra numpy calls
+# cost more than the sorting.
+_PACKED_SORT_MIN = 1024
+
+
 def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
     """(contribution, hash) matrices (n_nodes, top_n) of each node's heaviest entities, heaviest first;
     ties keep the order of the pairs (each node's entities must come in entity-index order)."""
@@ -375,7 +395,7 @@ def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
         return top_contribution, top_hash
     max_contribution = int(contribution.max())
     index_bits, rank_bits = max(1, (n - 1).bit_length()), max_contribution.bit_length()
-    if index_bits + rank_bits + max(1, (n_nodes - 1).bit_length()) <= 64:
+    if n >= _PACKED_SORT_MIN and index_bits + rank_bits + max(1, (n_nodes - 1).bit_length()) <= 64:
         # One plain sort of (node, contribution rank, position) packed into a uint64.
         key = pair_node.astype(np.uint64) << np.uint64(rank_bits + index_bits)
         key |= (max_contribution - contribution).astype(np.uint64) << np.uint64(index_bits)
@@ -387,12 +407,13 @@ def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
             pair_node * (max_contribution + 1) + (max_contribution - contribution), kind="stable"
         )
     ranked_node = pair_node[order]
-    node_start = np.zeros(n_nodes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(pair_node, minlength=n_nodes), out=node_start[1:])
-    rank = np.arange(n) - node_start[ranked_node]
-    keep = rank < top_n
-    top_contribution[ranked_node[keep], rank[keep]] = contribution[order][keep]
-    top_hash[ranked_node[keep], rank[keep]] = pair_hash[order][keep]
+    # A pair's rank is its distance from the first pair of its node (ranked_node is sorted).
+    rank = np.arange(n) - ranked_node.searchsorted(ranked_node)
+    keep = (rank < top_n).nonzero()[0]
+    if keep.size < n:
+        ranked_node, rank, order = ranked_node[keep], rank[keep], order[keep]
+    top_contribution[ranked_node, rank] = contribution[order]
+    top_hash[ranked_node, rank] = pair_hash[order]
     return top_contribution, top_hash
 
 
@@ -582,16 +603,16 @@ class CountAnonymizer:
         shortfall = np.maximum(top_n - distinct, 0)
         outlier_upper = np.maximum(outlier.upper - shortfall // 2, outlier.lower)
         top_upper = np.maximum(top.upper - (shortfall + 1) // 2, top.lower)
+        # The seed XORs the first outlier_upper + top_upper hashes, which is all of them: that sum
+        # is at least top_n - shortfall, a node's entity count when it has fewer than top_n, and
+        # its hashes after its last entity are 0.
+        top_seed = np.bitwise_xor.reduce(top_hash, axis=1)
         columns = np.arange(top_n)
-        in_top = columns[None, :] < (outlier_upper + top_upper)[:, None]
-        top_seed = np.bitwise_xor.reduce(np.where(in_top, top_hash, np.uint64(0)), axis=1)
         outlier_count = self.salt.uniform_int(top_seed, "outlier", outlier.lower, outlier_upper)
         top_count = self.salt.uniform_int(top_seed, "top", top.lower, top_upper)
-        in_top_group = (columns[None, :] >= outlier_count[:, None]) & (
-            columns[None, :] < (outlier_count + top_count)[:, None]
-        )
+        is_outlier = columns < outlier_count[:, None]
+        in_top_group = is_outlier ^ (columns < (outlier_count + top_count)[:, None])
         top_average = (top_contribution * in_top_group).sum(axis=1) / np.maximum(top_count, 1)
-        is_outlier = columns[None, :] < outlier_count[:, None]
         flattening = (np.maximum(top_contribution - top_average[:, None], 0.0) * is_outlier).sum(axis=1)
         return flattening, top_average
 
