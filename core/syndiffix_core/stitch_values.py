@@ -65,20 +65,17 @@ def choose_stitch_values(
     )
     reference = np.hstack([left_reference[0], right_reference[0]])
 
+    # Each side's stitch values on the paired rows, read once for all three options.
+    stitch_values = [(_values(left, c)[paired_left], _values(right, c)[paired_right]) for c in stitch]
+
     options = [alternate, np.zeros(len(left_rows), dtype=bool), np.ones(len(left_rows), dtype=bool)]
     best, best_deviation = alternate, np.inf
     for option in options:
         from_right = option[pick]
         stitch_ranks = np.column_stack(
             [
-                _normalized_ranks(
-                    np.where(
-                        from_right,
-                        _values(right, c)[paired_right],
-                        _values(left, c)[paired_left],
-                    )
-                )
-                for c in stitch
+                _normalized_ranks(np.where(from_right, on_right, on_left))
+                for on_left, on_right in stitch_values
             ]
         )
         deviation = np.abs(stitch_ranks.T @ own_ranks - reference).sum()
