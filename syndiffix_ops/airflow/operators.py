@@ -12,7 +12,7 @@ layer (pandas, SQLAlchemy, the engines) is imported inside `execute`, on the wor
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -149,12 +149,7 @@ class SyntheticTableOperator(BaseOperator):
 
     def _urls(self, config: PipelineConfig) -> tuple[sa.URL, sa.URL]:
         """(source, target) SQLAlchemy URLs: from the connections, else from the config's URLs."""
-        import sqlalchemy as sa
-
-        target_conn_id = self.target_conn_id or config.target_conn_id
-        target = (
-            _connection_url("target", target_conn_id) if target_conn_id else sa.make_url(config.target_url())
-        )
+        target = _url("target", self.target_conn_id or config.target_conn_id, config.target_url)
         return source_url(config, self.source_conn_id), target
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
@@ -307,10 +302,14 @@ def failing_at_once_when_permanent() -> Iterator[None]:
 
 def source_url(config: PipelineConfig, source_conn_id: str | None) -> sa.URL:
     """The source's SQLAlchemy URL: from the Airflow connection, else from the config's URL."""
+    return _url("source", source_conn_id or config.source_conn_id, config.source_url)
+
+
+def _url(side: str, conn_id: str | None, config_url: Callable[[], str]) -> sa.URL:
+    """A side's URL: from its Airflow connection when one is named, else from the config's URL."""
     import sqlalchemy as sa
 
-    conn_id = source_conn_id or config.source_conn_id
-    return _connection_url("source", conn_id) if conn_id else sa.make_url(config.source_url())
+    return _connection_url(side, conn_id) if conn_id else sa.make_url(config_url())
 
 
 def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
@@ -333,14 +332,15 @@ def _table_for_task(config: PipelineConfig, name: str, column_set: str | None):
 def _planned_table(config: PipelineConfig, table: TableConfig) -> PlannedTable:
     from syndiffix_ops.airflow.openlineage_facets import PlannedTable
 
+    effective = config.effective(table)
     return PlannedTable(
         name=table.display_name,
         source_schema=table.schema_name,
         source_table=table.table_name,
         targets=list(table.output_targets().values()),
         aid_columns=list(table.aid_columns),
-        epsilon_per_output=getattr(config.effective(table).engine_params, "epsilon", None),
-        engine=config.effective(table).engine,
+        epsilon_per_output=getattr(effective.engine_params, "epsilon", None),
+        engine=effective.engine,
     )
 
 
