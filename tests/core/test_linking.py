@@ -584,3 +584,34 @@ def test_an_entity_links_parents_get_their_synthetic_means_from_children_of_thei
     edges = np.quantile(context, np.linspace(0, 1, 9)[1:-1])
     own_bucket = np.searchsorted(edges, context[owner], side="right")
     assert (own_bucket == np.searchsorted(edges, context[assigned], side="right")).mean() > 0.97
+
+
+def test_a_context_bucket_with_more_children_than_its_parents_take_does_not_shift_the_other_buckets():
+    """The first context bucket holds half again as many children as its parents' counts let them take.
+    Its surplus children go elsewhere, but every other bucket's children still go to parents of their
+    own bucket, so the parents' realized means follow the context as their synthetic means do."""
+    from syndiffix_core.linking.assignment import assign
+
+    rng = np.random.default_rng(5)
+    parents = 800
+    context = rng.random(parents)
+    means = 4 * context + rng.normal(0, 0.3, parents)
+    per_parent = np.where(context < 0.125, 15, 10)
+    owner = np.repeat(np.arange(parents), per_parent)
+    children = means[owner] + rng.normal(0, 1.0, len(owner))
+    assigned = assign(
+        [pd.Series(context[owner])],
+        [pd.Series(context)],
+        children[:, None],
+        means[:, None],
+        np.full(parents, 10.0),
+        np.random.default_rng(1),
+    )
+    edges = np.quantile(context, np.linspace(0, 1, 9)[1:-1])
+    own_bucket = np.searchsorted(edges, context[owner], side="right")
+    later = own_bucket > 0
+    assert (own_bucket[later] == np.searchsorted(edges, context[assigned[later]], side="right")).mean() > 0.97
+    realized = np.bincount(assigned, weights=children, minlength=parents) / np.bincount(
+        assigned, minlength=parents
+    )
+    assert np.corrcoef(context, realized)[0, 1] > 0.9 * np.corrcoef(context, means)[0, 1]

@@ -4,8 +4,9 @@ Places per parent: for an entity link, the parent's synthetic child count (scale
 to the synthetic children that have a parent); for a dimension link, the anonymized children-per-key
 histogram, laid onto the parents that the children's contexts and the parents' counts point at.
 Children and parents are put in the same order: by the context columns, coarsened into shared buckets,
-then by the first aggregate column (the child's value, the parent's synthetic mean). The k-th child in
-that order takes the k-th place. Sorting does it all: no per-row loop, O(n log n) for n children.
+then by the first aggregate column (the child's value, the parent's synthetic mean). Within a bucket the
+k-th child in that order takes the k-th place; a bucket's surplus children take the places left free in
+other buckets, in bucket order. Sorting does it all: no per-row loop, O(n log n) for n children.
 For a dimension link, swaps between parents then bring every parent's realized means of the aggregate
 columns to its synthetic means (`match_means`), O(parents) per pass.
 """
@@ -157,7 +158,7 @@ def assign(
         places = histogram_places(histogram, places, with_children, rng)
     noise = rng.standard_normal(children)
     if child_values is None or parent_means is None or np.isnan(parent_means).all():
-        return _fill(child_bucket, noise, np.argsort(parent_bucket, kind="stable"), places)
+        return _fill(child_bucket, noise, parent_bucket, np.argsort(parent_bucket, kind="stable"), places)
     parent_order = np.lexsort((_nan_last(parent_means[:, 0]), parent_bucket))
     values = np.asarray(child_values[:, 0], dtype=float)
     standard = np.nan_to_num((values - np.nanmean(values)) / (np.nanstd(values) or 1.0), nan=0.0)
@@ -165,7 +166,9 @@ def assign(
     low, high, best = 0.0, 1.0, None
     for _ in range(BLEND_STEPS):
         weight = (low + high) / 2
-        best = _fill(child_bucket, weight * standard + (1 - weight) * noise, parent_order, places)
+        best = _fill(
+            child_bucket, weight * standard + (1 - weight) * noise, parent_bucket, parent_order, places
+        )
         if _spread(_realized_means(best, values, len(places)), places) < target:
             low = weight
         else:
@@ -315,16 +318,46 @@ def _opposite_pairs(
     return ranked[lower], ranked[partner[lower]]
 
 
-def _fill(bucket: np.ndarray, within: np.ndarray, parent_order: np.ndarray, places: np.ndarray) -> np.ndarray:
-    """Children ordered by bucket, then by `within`; the k-th child takes the k-th place in parent order.
-    One float key (bucket + a monotone squash of `within` into (0, 1)) sorts faster than a lexsort."""
-    children = len(bucket)
+def _fill(
+    bucket: np.ndarray,
+    within: np.ndarray,
+    parent_bucket: np.ndarray,
+    parent_order: np.ndarray,
+    places: np.ndarray,
+) -> np.ndarray:
+    """The parent of each child: children ordered by bucket, then by `within`; places in `parent_order`
+    (by bucket, then by the parents' means). Each bucket pairs its children with its own places
+    (`_even_pairs`), so a bucket with more children than places (its parents' counts cap them) does
+    not shift every later bucket's children onto parents of another context; the children left over
+    take the places left over, both in the same orders. One float key (bucket + a monotone squash of
+    `within` into (0, 1)) sorts faster than a lexsort."""
     child_order = np.argsort(bucket + (0.5 + np.arctan(within) / np.pi))
-    ends = np.cumsum(places[parent_order])
-    slot = np.searchsorted(ends, np.arange(children), side="right")
-    parents = np.empty(children, dtype=np.int64)
-    parents[child_order] = parent_order[slot]
+    slots = np.repeat(parent_order, places[parent_order])  # place -> parent, bucket by bucket
+    buckets = int(max(bucket.max(initial=-1), parent_bucket.max(initial=-1))) + 1
+    child_at, slot_at = _even_pairs(
+        np.bincount(bucket, minlength=buckets), np.bincount(parent_bucket[slots], minlength=buckets)
+    )
+    left_child = np.ones(len(bucket), dtype=bool)
+    left_child[child_at] = False
+    left_slot = np.ones(len(slots), dtype=bool)
+    left_slot[slot_at] = False
+    parents = np.empty(len(bucket), dtype=np.int64)
+    parents[child_order[child_at]] = slots[slot_at]
+    parents[child_order[left_child]] = slots[left_slot]
     return parents
+
+
+def _even_pairs(wanted: np.ndarray, offered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of paired children and places in their bucket-major orders (`wanted` children and
+    `offered` places per bucket): per bucket as many pairs as the smaller of the two, picked evenly
+    along both orders, so the pairs keep the bucket's whole range of values on both sides."""
+    paired = np.minimum(wanted, offered)
+    pair_bucket = np.repeat(np.arange(len(paired)), paired)
+    rank = np.arange(len(pair_bucket)) - np.repeat(np.cumsum(paired) - paired, paired)
+    step = (rank + 0.5) / paired[pair_bucket]
+    child_at = (np.cumsum(wanted) - wanted)[pair_bucket] + (step * wanted[pair_bucket]).astype(np.int64)
+    slot_at = (np.cumsum(offered) - offered)[pair_bucket] + (step * offered[pair_bucket]).astype(np.int64)
+    return child_at, slot_at
 
 
 def _realized_means(parents: np.ndarray, values: np.ndarray, parent_rows: int) -> np.ndarray:
