@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -41,6 +41,40 @@ from .surrogates import key_kind, surrogate_values
 TableSynthesizer = Callable[[str, pd.DataFrame, list[str], tuple[tuple[str, str], ...]], pd.DataFrame]
 
 
+@dataclass(frozen=True)
+class PreparedSet:
+    """A linked set checked and ready to synthesize: the tables with their orphan policies applied,
+    parents first, their links and entities. Each table can then be synthesized on its own
+    (`synthesize_member`) and linked to its synthetic parents (`link_member`), in separate processes
+    when a scheduler runs the set step by step: every step is a function of the source frames and
+    the salt, so the steps give what `synthesize_linked` gives in one call."""
+
+    tables: Mapping[str, LinkedTable]
+    order: tuple[str, ...]
+    links: tuple[Link, ...]
+    entities: Mapping[str, list[np.ndarray]]
+    secret: Salt
+
+
+def prepare_linked(tables: Mapping[str, LinkedTable], *, salt: bytes | str) -> PreparedSet:
+    """Check `tables` as a linked set; raises LinkingError naming what cannot be synthesized."""
+    check_tables(tables)
+    order = parents_first(tables)
+    tables = apply_orphan_policies(tables, order)
+    links = links_of(tables)
+    check_parent_keys(tables, links)
+    for link in links:
+        if not link.entity and tables[link.child].anonymization is None:
+            raise LinkingError(
+                f"table {link.child}: its engine is not SynDiffix, and the children per {link.key.parent} "
+                f"row ({link.key.label}) would be counted outside its privacy budget; make "
+                f"{link.key.parent} its entity (an AID column of the parent) or synthesize it with syndiffix"
+            )
+    return PreparedSet(
+        tables, tuple(order), tuple(links), entity_codes(tables, links), Salt.from_secret(salt)
+    )
+
+
 def synthesize_linked(
     tables: Mapping[str, LinkedTable],
     *,
@@ -53,12 +87,7 @@ def synthesize_linked(
 
     `synthesize_table` runs the engine on one extended table (default: `synthesize(frame, aids,
     salt=salt, **engine_options)`, with the pairs added to the clustering's `keep_together`)."""
-    check_tables(tables)
-    order = parents_first(tables)
-    tables = apply_orphan_policies(tables, order)
-    links = links_of(tables)
-    check_parent_keys(tables, links)
-    entities = entity_codes(tables, links)
+    prepared = prepare_linked(tables, salt=salt)
     if synthesize_table is None:
 
         def synthesize_table(
@@ -69,29 +98,40 @@ def synthesize_linked(
             clustering = replace(clustering, keep_together=clustering.keep_together + pairs)
             return synthesize(frame, aids, salt=salt, clustering=clustering, **options)
 
-    secret = Salt.from_secret(salt)
-    histograms = {
-        link.number: _children_per_key(link, tables, entities[link.child], secret)
-        for link in links
-        if not link.entity
-    }
-    synthetic = {}
-    for name in order:
-        frame, aids = synthesis_frame(name, tables, links, entities[name])
-        pairs = kept_together(name, links, frame.columns)
-        synthetic[name] = synthesize_table(name, frame, aids, pairs).reset_index(drop=True)
-        _add_surrogate_keys(tables[name], synthetic[name], secret)
-    for name in order:  # a table's keys are complete, and unique, before its children link to it
-        own = [link for link in links if link.child == name]
-        for link in sorted(own, key=lambda link: link.key.parent == name):  # self-references last
-            if link.key.parent == name:
-                synthetic[name] = _unique_keys(tables[name], synthetic[name])
-            rng = secret.rng("link", name, str(link.number))
-            _link_children(
-                link, synthetic[name], synthetic[link.key.parent], rng, histograms.get(link.number)
-            )
-        synthetic[name] = _unique_keys(tables[name], synthetic[name])
-    return {name: _output_frame(tables[name], synthetic[name]) for name in tables}
+    synthetic = {name: synthesize_member(prepared, name, synthesize_table) for name in prepared.order}
+    for name in prepared.order:  # a table's keys are complete, and unique, before its children link to it
+        synthetic[name] = link_member(prepared, name, synthetic)
+    return {name: output_frame(prepared.tables[name], synthetic[name]) for name in tables}
+
+
+def synthesize_member(prepared: PreparedSet, name: str, synthesize_table: TableSynthesizer) -> pd.DataFrame:
+    """Table `name` synthesized with its link columns, its single-column keys fresh, not linked yet."""
+    frame, aids = synthesis_frame(name, prepared.tables, list(prepared.links), prepared.entities[name])
+    pairs = kept_together(name, list(prepared.links), frame.columns)
+    synthetic = synthesize_table(name, frame, aids, pairs).reset_index(drop=True)
+    _add_surrogate_keys(prepared.tables[name], synthetic, prepared.secret)
+    return synthetic
+
+
+def link_member(prepared: PreparedSet, name: str, synthetic: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """`synthetic[name]` (from synthesize_member) with its foreign keys assigned to the synthetic
+    parents in `synthetic` (each one linked already, when it comes earlier in `prepared.order`) and
+    its composite keys made unique (the returned frame; the caller keeps it for the table's children)."""
+    table = prepared.tables[name]
+    frame = synthetic[name]
+    own = [link for link in prepared.links if link.child == name]
+    for link in sorted(own, key=lambda link: link.key.parent == name):  # self-references last
+        if link.key.parent == name:
+            frame = _unique_keys(table, frame)
+        parent = frame if link.key.parent == name else synthetic[link.key.parent]
+        rng = prepared.secret.rng("link", name, str(link.number))
+        histogram = (
+            None
+            if link.entity
+            else _children_per_key(link, prepared.tables, prepared.entities[link.child], prepared.secret)
+        )
+        _link_children(link, frame, parent, rng, histogram)
+    return _unique_keys(table, frame)
 
 
 def parents_first(tables: Mapping[str, LinkedTable]) -> list[str]:
@@ -125,12 +165,6 @@ def _children_per_key(
 ) -> KeyHistogram:
     child, parent = tables[link.child].frame, tables[link.key.parent].frame
     anonymization = tables[link.child].anonymization
-    if anonymization is None:
-        raise LinkingError(
-            f"table {link.child}: its engine is not SynDiffix, and the children per {link.key.parent} row "
-            f"({link.key.label}) would be counted outside its privacy budget; make {link.key.parent} its "
-            "entity (an AID column of the parent) or synthesize it with syndiffix"
-        )
     positions = parent_positions(child, link.key, parent)
     return key_histogram(
         positions,
@@ -190,7 +224,8 @@ def _nullable(dtype) -> object:
     return object
 
 
-def _output_frame(table: LinkedTable, synthetic: pd.DataFrame) -> pd.DataFrame:
+def output_frame(table: LinkedTable, synthetic: pd.DataFrame) -> pd.DataFrame:
+    """The written columns of a linked synthetic table (link and AID-only columns left out)."""
     written = {*table.key_columns, *table.foreign_key_columns}
     columns = [
         c for c in table.frame.columns if (c not in table.aid_columns or c in written) and c in synthetic
