@@ -20,6 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
+from syndiffix_ops.warehouse.write import ensure_table
+
 LINEAGE_TABLE = "syndiffix_lineage"
 # UTC instants; MySQL/MariaDB get microseconds (DATETIME(6)) so runs within one second still order.
 _TIMESTAMP = sa.DateTime(timezone=True).with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
@@ -132,17 +134,17 @@ class LineageRecord:
             source_schema=list(row["source_schema"]),
         )
         for key in ("parameters", "quality_metrics", "engine_metadata", "risk_metrics"):
-            row[key] = _plain_json(row[key])
+            row[key] = plain_json(row[key])
         return row
 
 
-def _plain_json(value: Any) -> Any:
+def plain_json(value: Any) -> Any:
     """Plain JSON values: numpy scalars become Python numbers and NaN/inf become null, which strict JSON
     columns (PostgreSQL, MariaDB's json_valid) would otherwise refuse."""
     if isinstance(value, Mapping):
-        return {str(k): _plain_json(v) for k, v in value.items()}
+        return {str(k): plain_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain_json(v) for v in value]
+        return [plain_json(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, str | bytes):  # numpy scalars
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -155,20 +157,10 @@ def _plain_json(value: Any) -> Any:
 
 
 def ensure_lineage_table(engine: sa.Engine, schema: str | None) -> sa.Table:
-    """Create the lineage table (and a missing PostgreSQL schema) if needed, in its own transaction,
-    tolerating a concurrent run that creates it at the same moment."""
+    """Create the lineage table (and a missing PostgreSQL schema) if needed (see ensure_table)."""
     table = lineage_table(schema)
     with engine.connect() as conn:
-        if schema and conn.dialect.name == "postgresql":
-            conn.execute(sa.schema.CreateSchema(schema, if_not_exists=True))
-            conn.commit()
-        try:
-            table.create(conn, checkfirst=True)
-            conn.commit()
-        except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
-            conn.rollback()
-            if not sa.inspect(conn).has_table(LINEAGE_TABLE, schema=schema):
-                raise
+        ensure_table(conn, table)
         _add_missing_columns(conn, table)
     return table
 

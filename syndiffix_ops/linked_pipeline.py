@@ -8,10 +8,12 @@ max_rows, the salt); what is new is the linking (syndiffix_core.linking), the mu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ _INTEGER_LIMITS = {"SMALLINT": 2**15 - 1, "INTEGER": 2**31 - 1, "BIGINT": 2**63 
 
 
 @dataclass
-class _Member:
+class Member:
     """One table of the set as read: its config, source, columns and rows."""
 
     name: str
@@ -78,39 +80,55 @@ def run_linked_set(
     run_id = run_id or new_run_id()
     stage = RunStage()
     notify = tracking(progress or (lambda stage, fraction: None), stage)
-    run_started = dt.datetime.now(dt.UTC)
-    sources: dict[str, SourceTable] = {}  # the tables reflected so far, for the failed rows
+    with opened_set(config, linked_set, source, target, run_id, airflow, stage, dry_run) as opened:
+        source_engine, target_engine, sources = opened
+        return _run_set(
+            config,
+            linked_set,
+            source_engine,
+            target_engine,
+            sources,
+            run_id=run_id,
+            airflow=airflow,
+            salt=salt,
+            report_dir=report_dir,
+            dry_run=dry_run,
+            notify=notify,
+            stage=stage,
+        )
+
+
+@contextlib.contextmanager
+def opened_set(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    source: sa.Engine | str | None,
+    target: sa.Engine | str | None,
+    run_id: str,
+    airflow: AirflowIds | None,
+    stage: RunStage,
+    dry_run: bool = False,
+) -> Iterator[tuple[sa.Engine, sa.Engine, dict[str, SourceTable]]]:
+    """The engines of a run of the set, and the source tables reflected so far (filled by the run). A
+    failure after the target is reachable leaves a `failed` lineage row for every table of the set
+    (error class and stage), as run_table does for its outputs."""
+    started = dt.datetime.now(dt.UTC)
+    sources: dict[str, SourceTable] = {}
     label = f"linked set {', '.join(linked_set.tables)}"
-    with open_engines(source, target, config.source_url, config.target_url, label) as (
-        source_engine,
-        target_engine,
-    ):
+    with open_engines(source, target, config.source_url, config.target_url, label) as engines:
         try:
-            return _run_set(
-                config,
-                linked_set,
-                source_engine,
-                target_engine,
-                sources,
-                run_id=run_id,
-                airflow=airflow,
-                salt=salt,
-                report_dir=report_dir,
-                dry_run=dry_run,
-                notify=notify,
-                stage=stage,
-            )
+            yield (*engines, sources)
         except Exception as error:
             if not dry_run and not isinstance(error, RefusedConfigError):
                 record_failed_outputs(
                     config,
                     [(config.effective(config.table(name)), sources.get(name)) for name in linked_set.tables],
-                    source_engine.url,
-                    target_engine,
+                    engines[0].url,
+                    engines[1],
                     label=label,
                     run_id=run_id,
                     airflow=airflow,
-                    started=run_started,
+                    started=started,
                     error=error,
                     stage=stage.name,
                     skip=set(),
@@ -133,6 +151,46 @@ def _run_set(
     notify: Progress,
     stage: RunStage,
 ) -> list[TableRunResult]:
+    members, salt = open_members(
+        config, linked_set, source_engine, target_engine, sources, salt=salt, dry_run=dry_run
+    )
+    if dry_run:
+        return [_member_result(config, m, target_engine, run_id) for m in members]
+    started = dt.datetime.now(dt.UTC)
+    read_seconds = read_members(config, members, source_engine, notify)
+    clock = time.perf_counter()
+    synthetic, metadata = _synthesize(members, salt, notify)
+    synthesize_seconds = time.perf_counter() - clock
+    return finish_set(
+        config,
+        linked_set,
+        members,
+        synthetic,
+        metadata,
+        salt,
+        source_engine.url,
+        target_engine,
+        run_id=run_id,
+        airflow=airflow,
+        started=started,
+        timings={"read": read_seconds, "synthesize": synthesize_seconds},
+        report_dir=report_dir,
+        notify=notify,
+        stage=stage,
+    )
+
+
+def open_members(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    source_engine: sa.Engine,
+    target_engine: sa.Engine,
+    sources: dict[str, SourceTable],
+    *,
+    salt: bytes | None,
+    dry_run: bool = False,
+) -> tuple[list[Member], bytes | None]:
+    """The set's tables checked and reflected (not read yet), and the set's one salt (None: dry run)."""
     label = f"linked set {', '.join(linked_set.tables)}"
     for name in linked_set.tables:  # the checks of a single table, before anything is read or written
         table, table_label = config.table(name), f"table {name}"
@@ -151,18 +209,42 @@ def _run_set(
         raise ConfigError(
             [f"{label}: its tables use different salt_env variables; a linked set needs one salt"]
         )
-    if dry_run:
-        return [_member_result(config, m, target_engine, run_id) for m in members]
-    started = dt.datetime.now(dt.UTC)
+    return members, (salts.pop() if salts else None)
+
+
+def read_members(
+    config: PipelineConfig, members: list[Member], source_engine: sa.Engine, notify: Progress
+) -> float:
+    """Read every member's rows (and its risk figures); the seconds it took."""
     clock = time.perf_counter()
     notify("read", 0.0)
     for number, member in enumerate(members):
         _read(config, member, source_engine)
         notify("read", (number + 1) / len(members))
-    read_seconds = time.perf_counter() - clock
-    clock = time.perf_counter()
-    salt = salts.pop()
-    synthetic, metadata = _synthesize(members, salt, notify)
+    return time.perf_counter() - clock
+
+
+def finish_set(
+    config: PipelineConfig,
+    linked_set: LinkedSet,
+    members: list[Member],
+    synthetic: dict[str, pd.DataFrame],
+    metadata: dict[str, dict],
+    salt: bytes,
+    source_url: sa.URL,
+    target_engine: sa.Engine,
+    *,
+    run_id: str,
+    airflow: AirflowIds | None,
+    started: dt.datetime,
+    timings: dict[str, float],
+    report_dir: Path | None,
+    notify: Progress,
+    stage: RunStage,
+    before_commit: Callable[[sa.Connection], None] | None = None,
+) -> list[TableRunResult]:
+    """Check, measure and write the synthetic set (`synthetic`: each member's written columns) as one
+    unit; `before_commit` runs in the write's transaction after the lineage rows."""
     for member in members:  # the set is written as one unit: one short table stops it
         run_checks.refuse_too_few_rows(
             f"table {member.name}",
@@ -170,9 +252,8 @@ def _run_set(
             member.effective.min_rows,
             run_result.qualified_name(config.target_schema, member.output.target),
         )
-    synthesize_seconds = time.perf_counter() - clock
     stage.name = "dp_budget"
-    dp_releases = _dp_releases(config, linked_set, members, metadata, salt, source_engine.url, target_engine)
+    dp_releases = _dp_releases(config, linked_set, members, metadata, salt, source_url, target_engine)
     stage.name = "quality"  # _write measures quality (and may stop at a gate) before it reports "write"
     return _write(
         config,
@@ -180,15 +261,16 @@ def _run_set(
         members,
         synthetic,
         metadata,
-        source_engine.url,
+        source_url,
         target_engine,
         run_id=run_id,
         airflow=airflow,
         started=started,
-        timings={"read": read_seconds, "synthesize": synthesize_seconds},
+        timings=timings,
         report_dir=report_dir or config.report_dir,
         notify=notify,
         dp_releases=dp_releases,
+        before_commit=before_commit,
     )
 
 
@@ -198,7 +280,7 @@ def _member(
     name: str,
     source_engine: sa.Engine,
     target_engine: sa.Engine,
-) -> _Member:
+) -> Member:
     table = config.table(name)
     effective = config.effective(table)
     label = f"table {name}"
@@ -233,7 +315,7 @@ def _member(
     run_checks.check_drift(target_engine, config.target_schema, source, [output], effective, label)
     if effective.max_rows is not None:
         check_row_limit(source_engine, source, table.where, effective.max_rows)
-    return _Member(name, effective, source, aids, output, keys, linked_set.identifier_columns(name))
+    return Member(name, effective, source, aids, output, keys, linked_set.identifier_columns(name))
 
 
 def _with_key_kinds(source: SourceTable, key_columns: list[str]) -> SourceTable:
@@ -246,7 +328,7 @@ def _with_key_kinds(source: SourceTable, key_columns: list[str]) -> SourceTable:
     return dataclasses.replace(source, columns=columns)
 
 
-def _read(config: PipelineConfig, member: _Member, source_engine: sa.Engine) -> None:
+def _read(config: PipelineConfig, member: Member, source_engine: sa.Engine) -> None:
     table = member.effective.table
     member.frame = read_columns(
         source_engine,
@@ -268,13 +350,36 @@ def _read(config: PipelineConfig, member: _Member, source_engine: sa.Engine) -> 
     )
 
 
-def _synthesize(
-    members: list[_Member], salt: bytes, notify: Progress
-) -> tuple[dict[str, pd.DataFrame], dict]:
-    from syndiffix_core.linking import LinkingError, synthesize_linked
+def _synthesize(members: list[Member], salt: bytes, notify: Progress) -> tuple[dict[str, pd.DataFrame], dict]:
+    from syndiffix_core.linking import synthesize_linked
 
-    by_name = {m.name: m for m in members}
     metadata: dict[str, dict[str, Any]] = {}
+    with linking_errors(members):
+        synthetic = synthesize_linked(
+            linked_tables(members),
+            salt=salt,
+            synthesize_table=table_synthesizer(members, salt, notify, metadata),
+        )
+    return synthetic, metadata
+
+
+@contextlib.contextmanager
+def linking_errors(members: list[Member]) -> Iterator[None]:
+    """The core's LinkingError as a PipelineError naming the set."""
+    from syndiffix_core.linking import LinkingError
+
+    try:
+        yield
+    except LinkingError as error:
+        raise PipelineError(f"linked set {', '.join(m.name for m in members)}: {error}") from None
+
+
+def table_synthesizer(
+    members: list[Member], salt: bytes, notify: Progress, metadata: dict[str, dict[str, Any]]
+) -> Callable[..., pd.DataFrame]:
+    """The core's `synthesize_table` for the members: each one's engine, parameters and derived
+    columns; each table's engine metadata goes into `metadata`."""
+    by_name = {m.name: m for m in members}
 
     def synthesize_table(
         name: str, frame: pd.DataFrame, aids: list[str], pairs: tuple[tuple[str, str], ...]
@@ -297,16 +402,15 @@ def _synthesize(
         metadata[name] = result.metadata
         return derived.complete(result.frame)
 
-    try:
-        synthetic = synthesize_linked(
-            {m.name: _linked_table(m) for m in members}, salt=salt, synthesize_table=synthesize_table
-        )
-    except LinkingError as error:
-        raise PipelineError(f"linked set {', '.join(by_name)}: {error}") from None
-    return synthetic, metadata
+    return synthesize_table
 
 
-def _linked_table(member: _Member):
+def linked_tables(members: list[Member]) -> dict[str, Any]:
+    """The core's LinkedTable of each member (read already), parents first."""
+    return {m.name: _linked_table(m) for m in members}
+
+
+def _linked_table(member: Member):
     from syndiffix_core.linking import ForeignKey, LinkedTable, OrphanPolicy
 
     keys = member.keys
@@ -344,7 +448,7 @@ def _linked_table(member: _Member):
 def _write(
     config: PipelineConfig,
     linked_set: LinkedSet,
-    members: list[_Member],
+    members: list[Member],
     synthetic: dict[str, pd.DataFrame],
     metadata: dict[str, dict],
     source_url: sa.URL,
@@ -357,6 +461,7 @@ def _write(
     report_dir: Path | None,
     notify: Progress,
     dp_releases: dict[str, DpRelease],
+    before_commit: Callable[[sa.Connection], None] | None = None,
 ) -> list[TableRunResult]:
     from syndiffix_ops.linked_report import link_metrics
     from syndiffix_ops.report import dp_budget
@@ -435,6 +540,8 @@ def _write(
             )
             insert_lineage(conn, config.target_schema, record)
             records.append(record)
+        if before_commit is not None:
+            before_commit(conn)
 
     clock = time.perf_counter()
     notify("write", 0.5)
@@ -475,14 +582,14 @@ def _write(
     return results
 
 
-def _noise_identity(member: _Member) -> str:
+def _noise_identity(member: Member) -> str:
     return member.source.qualified_name + "#linked"
 
 
 def _dp_releases(
     config: PipelineConfig,
     linked_set: LinkedSet,
-    members: list[_Member],
+    members: list[Member],
     metadata: dict[str, dict],
     salt: bytes,
     source_url: sa.URL,
@@ -513,7 +620,7 @@ def _dp_releases(
     return releases
 
 
-def _gate(linked_set: LinkedSet, members: list[_Member], per_table: dict[str, dict], write_reports) -> None:
+def _gate(linked_set: LinkedSet, members: list[Member], per_table: dict[str, dict], write_reports) -> None:
     """The quality gate of each member, with its own effective thresholds: one member that fails it stops
     the whole set (its tables are written together), after the reports show the reviewer why."""
     for member in members:
@@ -608,7 +715,7 @@ def _reports(config, members, synthetic, per_table, report_dir, run_id) -> dict[
 
 
 def _member_result(
-    config: PipelineConfig, member: _Member, target: sa.Engine, run_id: str, **outcome: Any
+    config: PipelineConfig, member: Member, target: sa.Engine, run_id: str, **outcome: Any
 ) -> TableRunResult:
     """A member's run result; without `outcome` (rows written, status, ...) the one of a dry run."""
     return run_result.table_run_result(

@@ -67,6 +67,21 @@ class LinkedSet:
     def name(self) -> str:
         return self.tables[0]
 
+    def parents(self, table: str) -> tuple[str, ...]:
+        """The other tables of the set that `table`'s foreign keys reference."""
+        return tuple(dict.fromkeys(fk.parent for fk in self.keys[table].foreign_keys if fk.parent != table))
+
+    @property
+    def runs_in_steps(self) -> bool:
+        """Whether the set can run one table at a time, each after its parents (linked_steps): every
+        parent comes before its children. A cycle broken at a nullable key links a table to a parent
+        synthesized after it, so such a set runs in one step."""
+        return all(
+            self.tables.index(parent) < position
+            for position, table in enumerate(self.tables)
+            for parent in self.parents(table)
+        )
+
     def identifier_columns(self, table: str) -> set[str]:
         """The columns of `table` that hold identifiers, not data: single-column primary and unique
         keys (fresh surrogates) and foreign keys referencing one (their parent's surrogates). The other

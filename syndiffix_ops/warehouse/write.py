@@ -335,3 +335,18 @@ def insert_rows(
         chunk = frame.iloc[start : start + _INSERT_BATCH_ROWS]
         values = [to_python(chunk[c.name], c.kind) for c in columns]
         conn.execute(statement, [dict(zip(keys, row, strict=True)) for row in zip(*values, strict=True)])
+
+
+def ensure_table(conn: sa.Connection, table: sa.Table) -> None:
+    """Create a helper table of the target (and a missing PostgreSQL schema) if needed, in its own
+    transaction, tolerating a concurrent run that creates it at the same moment."""
+    if table.schema and conn.dialect.name == "postgresql":
+        conn.execute(sa.schema.CreateSchema(table.schema, if_not_exists=True))
+        conn.commit()
+    try:
+        table.create(conn, checkfirst=True)
+        conn.commit()
+    except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
+        conn.rollback()
+        if not sa.inspect(conn).has_table(table.name, schema=table.schema):
+            raise

@@ -151,3 +151,36 @@ def test_each_set_the_keys_form_is_one_mapped_task_instance_and_every_other_outp
         },
         {"table": "ledger", "column_set": None, "linked_set": ["ledger"]},
     ]
+
+
+def test_a_set_runs_in_steps_parent_by_parent_unless_its_keys_form_a_cycle():
+    """customers -> orders -> lines run one table at a time, each after its parents (a self-reference
+    stays within its table's step); employees <-> departments, a cycle broken at a nullable key, links
+    a table to a parent synthesized after it, so that set runs in one step."""
+    data = {
+        **BASE,
+        "tables": [
+            {"source": "lines", "foreign_keys": [{"columns": ["order_id"], "references": "orders(id)"}]},
+            {
+                "source": "orders",
+                "foreign_keys": [
+                    {"columns": ["customer_id"], "references": "customers(id)"},
+                    {"columns": ["previous_id"], "references": "orders(id)"},
+                ],
+            },
+            {"source": "customers", "primary_key": ["id"]},
+            {
+                "source": "employees",
+                "foreign_keys": [{"columns": ["dept_id"], "references": "departments(id)"}],
+            },
+            {
+                "source": "departments",
+                "foreign_keys": [{"columns": ["head_id"], "references": "employees(id)"}],
+            },
+        ],
+    }
+    acyclic, cycle = plan_run(parse_config(data)).linked_sets
+    assert acyclic.tables == ("customers", "orders", "lines")
+    assert [acyclic.parents(t) for t in acyclic.tables] == [(), ("customers",), ("orders",)]
+    assert acyclic.runs_in_steps
+    assert set(cycle.tables) == {"employees", "departments"} and not cycle.runs_in_steps
