@@ -1,15 +1,15 @@
 """OpenLineage datasets and facets of SyntheticTableOperator's task: START, COMPLETE and FAIL events.
 
 The tables a task reads and writes are known from its config before it runs (every table of a linked
-set, when the task writes one), so START and FAIL events carry the input and output datasets too;
+set, when the task writes one; a linked set's step reads every table of the set and writes none of its
+targets), so START and FAIL events carry the input and output datasets too;
 COMPLETE adds what only the run knows (schemas as written, column lineage, rows written, lineage ids).
 Two facets of this provider:
 
 - run facet `syndiffix`: engine and effective engine parameters (a linked set's first table's), each
-  table's engine, table (a linked set's first) and column set, the tables of the linked set, the
-  lineage ids of the tables written, the epsilon spent
-  (dp_marginals; None when no table has a DP budget) and a salt fingerprint (see
-  syndiffix_ops.fingerprint), never the salt;
+  table's engine, table (a linked set's first, or its step's table) and column set, the tables of the
+  linked set, the lineage ids of the tables written, the epsilon spent (dp_marginals; None when no
+  table has a DP budget) and a salt fingerprint (see syndiffix_ops.fingerprint), never the salt;
 - input dataset facet `syndiffix_aidColumns`: the AID columns read to protect entities, never written.
 """
 
@@ -92,6 +92,7 @@ class TaskPlan:
     parameters: dict[str, Any]
     column_set: str | None
     salt_fingerprint: str | None
+    step_table: str | None = None  # a linked set's step: it reads the set's sources and stages this table
 
 
 def on_start(plan: TaskPlan) -> OperatorLineage:
@@ -105,6 +106,7 @@ def on_start(plan: TaskPlan) -> OperatorLineage:
             _output_dataset(plan.target_url, plan.target_schema, target)
             for t in plan.tables
             for target in t.targets
+            if plan.step_table is None  # a step writes no target table: its rows are staged
         ],
         run_facets={"syndiffix": _run_facet(plan, written=[])},
     )
@@ -157,7 +159,7 @@ def _run_facet(plan: TaskPlan, *, written: Sequence[TableRunResult]) -> Syndiffi
     return SyndiffixRunFacet(
         engine=plan.engine,
         parameters=plan.parameters,
-        table=plan.tables[0].name,
+        table=plan.step_table or plan.tables[0].name,
         columnSet=plan.column_set,
         engines={t.name: t.engine for t in plan.tables},
         linkedSet=[t.name for t in plan.tables] if len(plan.tables) > 1 else [],

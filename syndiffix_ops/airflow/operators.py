@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from syndiffix_ops.airflow.openlineage_facets import PlannedTable, TaskPlan
     from syndiffix_ops.config import PipelineConfig, TableConfig
+    from syndiffix_ops.run_plan import LinkedSet
     from syndiffix_ops.run_result import TableRunResult
 
 
@@ -149,33 +150,48 @@ class SyntheticTableOperator(BaseOperator):
 
     def _urls(self, config: PipelineConfig) -> tuple[sa.URL, sa.URL]:
         """(source, target) SQLAlchemy URLs: from the connections, else from the config's URLs."""
-        target = _url("target", self.target_conn_id or config.target_conn_id, config.target_url)
-        return source_url(config, self.source_conn_id), target
+        return source_url(config, self.source_conn_id), target_url(config, self.target_conn_id)
 
     def _run(self, config: PipelineConfig, table: Any, **arguments: Any) -> list[TableRunResult]:
-        """The table alone or its linked set, as the DAG planned it; the set is planned again here (its
-        keys are needed to write it), and a plan that no longer holds fails the task."""
+        """The table alone or its linked set, as the DAG planned it."""
         from syndiffix_ops.linked_pipeline import run_linked_set
         from syndiffix_ops.pipeline import run_table
-        from syndiffix_ops.run_plan import database_key_reader, plan_run
 
         if self.linked_set == []:
             return run_table(config, table, **arguments)
-        read_keys = database_key_reader(arguments["source"]) if config.keys_from_database else None
+        linked_set = self._checked_set(config, table, arguments["source"])
+        if linked_set is None:
+            return run_table(config, table, **arguments)
+        return run_linked_set(config, linked_set, **arguments)
+
+    def _checked_set(self, config: PipelineConfig, table: Any, source: sa.Engine) -> LinkedSet | None:
+        """The table's linked set, planned again here (its keys are needed to write it); a set other
+        than the one the DAG planned (`linked_set`) fails the task."""
+        from syndiffix_ops.run_plan import database_key_reader, plan_run
+
+        read_keys = database_key_reader(source) if config.keys_from_database else None
         linked_set = plan_run(config, read_keys).set_of(table.display_name)
         self._planned_set = list(linked_set.tables) if linked_set else []
         if self.linked_set is not None:
             found = list(linked_set.tables) if linked_set else [table.display_name]
             if found != self.linked_set:
                 now = f"goes with {', '.join(found)}" if len(found) > 1 else "goes alone"
-                raise PlanChanged(
-                    f"linked set {', '.join(self.linked_set)}: the source's keys changed after the run "
-                    f"was planned (table {table.display_name} now {now}); clear the whole DAG run so "
-                    "that its plan task plans it again"
+                changed, remedy = (
+                    (
+                        "the source's keys changed after the run was planned",
+                        "clear the whole DAG run so that its plan task plans it again",
+                    )
+                    if config.keys_from_database
+                    else (
+                        "the config's keys changed after the DAG was parsed",
+                        "start a new DAG run once Airflow has parsed the new config",
+                    )
                 )
-        if linked_set is None:
-            return run_table(config, table, **arguments)
-        return run_linked_set(config, linked_set, **arguments)
+                raise PlanChanged(
+                    f"linked set {', '.join(self.linked_set)}: {changed} (table {table.display_name} "
+                    f"now {now}); {remedy}"
+                )
+        return linked_set
 
     def _salt(self) -> bytes | None:
         from airflow.sdk import BaseHook, Variable
@@ -303,6 +319,11 @@ def failing_at_once_when_permanent() -> Iterator[None]:
 def source_url(config: PipelineConfig, source_conn_id: str | None) -> sa.URL:
     """The source's SQLAlchemy URL: from the Airflow connection, else from the config's URL."""
     return _url("source", source_conn_id or config.source_conn_id, config.source_url)
+
+
+def target_url(config: PipelineConfig, target_conn_id: str | None) -> sa.URL:
+    """The target's SQLAlchemy URL: from the Airflow connection, else from the config's URL."""
+    return _url("target", target_conn_id or config.target_conn_id, config.target_url)
 
 
 def _url(side: str, conn_id: str | None, config_url: Callable[[], str]) -> sa.URL:

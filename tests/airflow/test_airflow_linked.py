@@ -1,6 +1,7 @@
-"""Linked sets in the generated DAG: one mapped `synthesize` instance per set, parallel to the instances of
-the other tables, planned by the run's `plan` task from the source's keys (or while parsing, from the
-YAML, with keys_from_database: false); run for real with dag.test() against PostgreSQL."""
+"""Linked sets in the generated DAG: with the YAML's keys (keys_from_database: false), a task group per set,
+one step per table after its parents' steps, then publish and a teardown, beside the mapped `synthesize`
+task of the other tables; with the source's keys, one mapped `synthesize` instance per set, planned by
+the run's `plan` task. Run for real with dag.test() against PostgreSQL."""
 
 from __future__ import annotations
 
@@ -67,8 +68,21 @@ def _orders_joining_customers(conn, schema: str) -> tuple[int, int]:
     )
 
 
+GROUP_TASKS = (
+    "customers.synthesize_customers",
+    "customers.synthesize_orders",
+    "customers.publish",
+    "customers.discard_staged",
+)
+
+
 def _instances(dag_id: str, run_id: str) -> dict[str, str]:
     """The run's synthesize instances: their names in the UI (rendered map index) -> state."""
+    return {name: state for name, (state, _) in _task_states(dag_id, run_id, "synthesize").items()}
+
+
+def _task_states(dag_id: str, run_id: str, *task_ids: str) -> dict[str, tuple[str, int]]:
+    """(state, try number) of the run's tasks (a mapped one: per instance, by its name in the UI)."""
     import sqlalchemy as sa
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
@@ -78,23 +92,36 @@ def _instances(dag_id: str, run_id: str) -> dict[str, str]:
             sa.select(TaskInstance).where(
                 TaskInstance.dag_id == dag_id,
                 TaskInstance.run_id == run_id,
-                TaskInstance.task_id == "synthesize",
+                TaskInstance.task_id.in_(task_ids),
             )
         ).all()
-        return {ti.rendered_map_index: ti.state for ti in instances}
+        return {ti.rendered_map_index or ti.task_id: (ti.state, ti.try_number) for ti in instances}
 
 
-def test_with_the_yaml_keys_alone_the_dag_maps_a_set_to_one_instance_while_parsing(airflow_env, tmp_path):
+def test_with_the_yaml_keys_alone_a_set_is_a_task_group_in_dependency_order(airflow_env, tmp_path):
     from syndiffix_ops.airflow.dag_factory import build_dag
 
     (tmp_path / "linked.yaml").write_text(CONFIG)
     dag = build_dag(tmp_path / "linked.yaml")
-    [task] = dag.tasks
-    assert task.task_id == "synthesize" and not task.upstream_task_ids
-    assert task.expand_input.value == [
-        {"table": "customers", "column_set": None, "linked_set": ["customers", "orders"]},
-        {"table": "weather", "column_set": None, "linked_set": []},
+    tasks = {task.task_id: task for task in dag.tasks}
+    assert set(tasks) == {"synthesize", *GROUP_TASKS}
+    assert tasks["synthesize"].expand_input.value == [
+        {"table": "weather", "column_set": None, "linked_set": []}
     ]
+    assert dag.task_group.children["customers"].tooltip.startswith("linked set customers, orders")
+    upstream = {task_id: tasks[task_id].upstream_task_ids for task_id in GROUP_TASKS}
+    assert upstream == {
+        "customers.synthesize_customers": set(),
+        "customers.synthesize_orders": {"customers.synthesize_customers"},
+        "customers.publish": {"customers.synthesize_customers", "customers.synthesize_orders"},
+        "customers.discard_staged": {
+            "customers.publish",
+            "customers.synthesize_customers",
+            "customers.synthesize_orders",
+        },
+    }
+    assert tasks["customers.discard_staged"].is_teardown
+    assert not tasks["synthesize"].upstream_task_ids
 
 
 def test_with_the_sources_keys_a_plan_task_maps_the_instances_when_the_run_starts(airflow_env, tmp_path):
@@ -127,11 +154,17 @@ def test_the_linked_set_runs_in_airflow_and_its_copies_join(
                 f"SELECT target_table, airflow_task_id FROM {TARGET_SCHEMA}.syndiffix_lineage "
                 "WHERE target_table IN ('customers', 'orders') ORDER BY target_table"
             ).all()
-        assert [tuple(row) for row in lineage] == [("customers", "synthesize"), ("orders", "synthesize")]
-        assert _instances("syndiffix_linked", dag_run.run_id) == {
-            "customers, orders (linked set)": "success",
-            "weather": "success",
-        }
+            staged = conn.exec_driver_sql(
+                f"SELECT count(*) FROM {TARGET_SCHEMA}.syndiffix_staging"
+            ).scalar_one()
+        assert [tuple(row) for row in lineage] == [
+            ("customers", "customers.publish"),
+            ("orders", "customers.publish"),
+        ]
+        assert staged == 0
+        assert _instances("syndiffix_linked", dag_run.run_id) == {"weather": "success"}
+        states = _task_states("syndiffix_linked", dag_run.run_id, *GROUP_TASKS)
+        assert {task: state for task, (state, _) in states.items()} == dict.fromkeys(GROUP_TASKS, "success")
         (fk,) = sa.inspect(engine).get_foreign_keys("orders", schema=TARGET_SCHEMA)
         assert fk["referred_table"] == "customers"
     finally:
@@ -258,4 +291,102 @@ def test_a_set_planned_before_the_keys_changed_fails_in_one_try_naming_the_chang
         assert sa.inspect(engine).get_table_names(schema=STALE_TARGET) == []
     finally:
         dag_file.unlink()
+        engine.dispose()
+
+
+RETRY_TARGET = "linked_retry_out"
+RETRY_DAG = "syndiffix_linked_retry"
+RETRY_CONFIG = CONFIG.replace(TARGET_SCHEMA, RETRY_TARGET).replace(
+    "dag_id: syndiffix_linked", f"dag_id: {RETRY_DAG}\n  default_args: {{retries: 1, retry_delay: 0}}"
+)
+# PostgreSQL refuses the first `failures` attempts to stage orders' rows (the sequence is not rolled
+# back with the failing transaction): a real failure inside the orders step, after its synthesis.
+FAIL_STAGING_ORDERS = f"""
+DROP SEQUENCE IF EXISTS {RETRY_TARGET}.orders_staged;
+CREATE SEQUENCE {RETRY_TARGET}.orders_staged;
+CREATE OR REPLACE FUNCTION {RETRY_TARGET}.fail_staging_orders() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.table_name = 'orders' AND nextval('{RETRY_TARGET}.orders_staged') <= TG_ARGV[0]::int THEN
+    RAISE EXCEPTION 'injected failure while staging orders';
+  END IF;
+  RETURN NEW;
+END $$;
+DROP TRIGGER IF EXISTS fail_staging_orders ON {RETRY_TARGET}.syndiffix_staging;
+CREATE TRIGGER fail_staging_orders BEFORE INSERT ON {RETRY_TARGET}.syndiffix_staging
+  FOR EACH ROW EXECUTE FUNCTION {RETRY_TARGET}.fail_staging_orders(%(failures)s);
+"""
+
+
+def test_a_failing_child_step_leaves_the_previous_set_and_a_retry_redoes_only_that_step(
+    airflow_env, add_config_dag, run_dag, linked_source
+):
+    """Run 2: orders' step fails in both tries; the previous set (run 1) stays as it was, nothing staged is
+    left. Run 3: orders' step fails once; Airflow retries that step alone, on the rows customers' step
+    staged, and the set is published."""
+    import pandas as pd
+    import sqlalchemy as sa
+
+    from syndiffix_ops.warehouse.staged_frames import staging_table
+
+    engine = sa.create_engine(linked_source)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {RETRY_TARGET} CASCADE")
+        conn.exec_driver_sql(f"CREATE SCHEMA {RETRY_TARGET}")
+    staging_table(RETRY_TARGET).create(engine)
+
+    def fail_staging_orders(failures: int) -> None:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(FAIL_STAGING_ORDERS % {"failures": failures})
+
+    def written(run_id: str) -> tuple[list[pd.DataFrame], list[tuple[str, str]], int]:
+        with engine.connect() as conn:
+            frames = [
+                pd.read_sql(f"SELECT * FROM {RETRY_TARGET}.{t} ORDER BY 1", conn)
+                for t in ("customers", "orders")
+            ]
+            lineage = conn.exec_driver_sql(
+                f"SELECT target_table, status FROM {RETRY_TARGET}.syndiffix_lineage WHERE airflow_run_id = %(run)s "
+                "AND target_table IN ('customers', 'orders') "
+                "ORDER BY started_at, target_table",
+                {"run": run_id},
+            ).all()
+            staged = conn.exec_driver_sql(
+                f"SELECT count(*) FROM {RETRY_TARGET}.syndiffix_staging"
+            ).scalar_one()
+        return frames, [tuple(row) for row in lineage], staged
+
+    files = add_config_dag(airflow_env.dags_folder, "linked_retry", RETRY_CONFIG)
+    try:
+        first = run_dag(RETRY_DAG)
+        assert first.state == "success"
+        previous, _, _ = written(first.run_id)
+
+        fail_staging_orders(2)
+        failed = run_dag(RETRY_DAG)
+        assert failed.state == "failed"
+        assert _task_states(RETRY_DAG, failed.run_id, *GROUP_TASKS) == {
+            "customers.synthesize_customers": ("success", 1),
+            "customers.synthesize_orders": ("failed", 2),
+            "customers.publish": ("upstream_failed", 0),
+            "customers.discard_staged": ("success", 1),
+        }
+        frames, lineage, staged = written(failed.run_id)
+        for now, before in zip(frames, previous, strict=True):
+            pd.testing.assert_frame_equal(now, before)
+        assert staged == 0
+        assert {status for _, status in lineage} == {"failed"}  # each failed try on record, no success
+
+        fail_staging_orders(1)
+        retried = run_dag(RETRY_DAG)
+        assert retried.state == "success"
+        states = _task_states(RETRY_DAG, retried.run_id, *GROUP_TASKS)
+        assert states["customers.synthesize_customers"] == ("success", 1)  # not redone
+        assert states["customers.synthesize_orders"] == ("success", 2)
+        assert states["customers.publish"] == ("success", 1)
+        (customers, orders), lineage, staged = written(retried.run_id)
+        assert lineage[-2:] == [("customers", "success"), ("orders", "success")] and staged == 0
+        assert orders.customer_id.isin(customers.customer_id).all() and len(orders) > 0
+    finally:
+        for file in files:
+            file.unlink()
         engine.dispose()

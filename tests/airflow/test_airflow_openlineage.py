@@ -107,7 +107,7 @@ version: 1
 source_conn_id: syndiffix_source
 target_conn_id: syndiffix_target
 target_schema: {{target}}
-keys_from_database: false
+keys_from_database: {{keys_from_database}}
 dag:
   dag_id: {{dag_id}}
 tables:
@@ -153,8 +153,21 @@ def set_source(pg_url):
     return pg_url
 
 
-def _run_set(airflow_env, add_config_dag, run_dag, dag_id: str, target: str, orders_columns: str = ""):
-    config = SET_CONFIG.format(dag_id=dag_id, target=target, orders_columns=orders_columns)
+def _run_set(
+    airflow_env,
+    add_config_dag,
+    run_dag,
+    dag_id: str,
+    target: str,
+    orders_columns: str = "",
+    *,
+    task: str = "synthesize",
+    keys_from_database: bool = False,
+):
+    """Run the set's DAG; (its run, the OpenLineage events of `task` in that run by type)."""
+    config = SET_CONFIG.format(
+        dag_id=dag_id, target=target, orders_columns=orders_columns, keys_from_database=keys_from_database
+    )
     files = add_config_dag(airflow_env.dags_folder, dag_id, config)
     try:
         dag_run = run_dag(dag_id)
@@ -165,7 +178,7 @@ def _run_set(airflow_env, add_config_dag, run_dag, dag_id: str, target: str, ord
     by_type = {}
     for event in events:
         if (
-            event["job"]["name"] == f"{dag_id}.synthesize"
+            event["job"]["name"] == f"{dag_id}.{task}"
             and event["run"]["facets"].get("airflow", {}).get("dagRun", {}).get("run_id") == dag_run.run_id
         ):
             by_type.setdefault(event["eventType"], []).append(event)
@@ -181,11 +194,32 @@ def test_a_linked_sets_events_carry_every_table_of_the_set(airflow_env, add_conf
     import sqlalchemy as sa
 
     database = sa.make_url(set_source).database
-    dag_run, events = _run_set(airflow_env, add_config_dag, run_dag, "ol_linked_set", "ol_set_out")
+    dag_run, events = _run_set(
+        airflow_env, add_config_dag, run_dag, "ol_linked_set", "ol_set_out", task="customers.publish"
+    )
     assert dag_run.state == "success"
     [start], [complete] = events["START"], events["COMPLETE"]
     sources = [f"{database}.{SET_SOURCE}.customers", f"{database}.{SET_SOURCE}.orders"]
     targets = [f"{database}.ol_set_out.customers", f"{database}.ol_set_out.orders"]
+    # Each step reads every source of the set (a table's link statistics come from its children) and
+    # writes no target table (its rows are staged for the publish task).
+    log = [json.loads(line) for line in airflow_env.openlineage_file.read_text().splitlines()]
+    for table in ("customers", "orders"):
+        step = [
+            e
+            for e in log
+            if e["job"]["name"] == f"ol_linked_set.customers.synthesize_{table}"
+            and e["run"]["facets"].get("airflow", {}).get("dagRun", {}).get("run_id") == dag_run.run_id
+        ]
+        assert {e["eventType"] for e in step} == {"START", "COMPLETE"}
+        for event in step:
+            assert (_names(event["inputs"]), _names(event["outputs"])) == (sources, []), event["eventType"]
+            facet = event["run"]["facets"]["syndiffix"]
+            assert (facet["table"], facet["linkedSet"], facet["lineageIds"]) == (
+                table,
+                ["customers", "orders"],
+                [],
+            )
     for event in (start, complete):
         assert (_names(event["inputs"]), _names(event["outputs"])) == (sources, targets), event["eventType"]
         aids = {i["name"]: i["facets"]["syndiffix_aidColumns"]["columns"] for i in event["inputs"]}
@@ -237,6 +271,7 @@ def test_a_failed_linked_sets_event_names_every_table_it_was_to_read_and_write(
         "ol_failed_set",
         "ol_failed_out",
         "    columns: [no_such_column]\n",
+        keys_from_database=True,  # the source declares no keys: one task, planned by `plan`, writes the set
     )
     assert dag_run.state == "failed"
     [start], [fail] = events["START"], events["FAIL"]
