@@ -180,10 +180,18 @@ def sdmetrics_quality(
         warnings.simplefilter("ignore")
         report.generate({"table": real}, {"table": fake}, metadata, verbose=False)
     properties = report.get_properties().set_index("Property")["Score"]
+    # Column Pair Trends averages only the pairs SDMetrics finds associated in the source (|Pearson| >
+    # 0.5, else Cramer's V > 0.3); their scores say which pairs move the overall score.
+    pairs = report.get_details("Column Pair Trends")
+    counted = pairs[pairs["Meets Threshold?"].astype("boolean").fillna(False)]
     return {
         "sdm_overall": float(report.get_score()),
         "sdm_column_shapes": float(properties["Column Shapes"]),
         "sdm_pair_trends": float(properties["Column Pair Trends"]),
+        "sdm_pairs": {
+            f"{a}+{b}": float(score)
+            for a, b, score in zip(counted["Column 1"], counted["Column 2"], counted["Score"], strict=True)
+        },
     }
 
 

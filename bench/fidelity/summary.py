@@ -90,6 +90,9 @@ def print_table(result: dict) -> None:
     worst_pairs = _worst_correlations(runs)
     if worst_pairs:
         print(f"{'':22s}largest correlation errors, ours (1.0.8): {worst_pairs}")
+    lowest_pairs = _lowest_sdmetrics_pairs(runs)
+    if lowest_pairs:
+        print(f"{'':22s}lowest SDMetrics pair scores, ours (1.0.8): {lowest_pairs}")
     print("numeric columns: mean | p90 | p99 | share above source p90, as source / ours / 1.0.8 / resample")
     for column, facts in source["tails"].items():
         means = [tail_means(runs[method], column) for method in METHODS]
@@ -129,6 +132,25 @@ def _worst_correlations(runs: dict[str, list[dict]], count: int = 4) -> str:
     return ", ".join(
         f"{pair} {error:.3f}" + (f" ({reference[pair]:.3f})" if pair in reference else "")
         for pair, error in worst
+    )
+
+
+def _sdmetrics_pair_means(runs: list[dict]) -> dict[str, float]:
+    """SDMetrics Column Pair Trends score per counted pair, mean over the salts that scored it."""
+    scores: dict[str, list[float]] = {}
+    for run in runs:
+        for pair, value in (run.get("sdm_pairs") or {}).items():
+            if value is not None:
+                scores.setdefault(pair, []).append(value)
+    return {pair: float(np.mean(values)) for pair, values in scores.items()}
+
+
+def _lowest_sdmetrics_pairs(runs: dict[str, list[dict]], count: int = 3) -> str:
+    ours, reference = _sdmetrics_pair_means(runs["ours"]), _sdmetrics_pair_means(runs[REFERENCE])
+    lowest = sorted(ours.items(), key=lambda item: item[1])[:count]
+    return ", ".join(
+        f"{pair} {value:.3f}" + (f" ({reference[pair]:.3f})" if pair in reference else "")
+        for pair, value in lowest
     )
 
 
