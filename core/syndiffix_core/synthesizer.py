@@ -224,6 +224,7 @@ def plan_clusters(context: SynthesisContext) -> TablePlan:
         context.clustering,
         target_column=None if context.target_column is None else str(context.target_column),
         rng=context.salt.rng("clustering", *map(str, context.data.columns)),
+        ordered_columns=[codec.kind != ColumnKind.STRING for codec in context.codecs],
     )
     widest = max(len(columns) for columns in plan.clusters.all_clusters())
     if widest > MAX_SINGLE_CLUSTER_COLUMNS:

@@ -328,3 +328,61 @@ def test_dependence_matches_a_walk_of_the_two_dim_tree_that_stops_at_small_and_s
     values = np.column_stack([x, y])
     measured = measure_dependence(values, sample_size=0).dependence[0, 1]
     assert measured == pytest.approx(_tree_walk_dependence(x, y), rel=1e-9)
+
+
+def implied_links_sample(seed: int, depth_follows_table: bool) -> np.ndarray:
+    """Columns cut (a category), x, y (two measures of one size), table (tied to size) and depth. With
+    ``depth_follows_table`` false, depth moves against what table holds beyond size (as on diamonds):
+    depth–table is strong while depth–size is 0, so a join through table alone gives depth a false link
+    to size; with it true, depth follows table as a whole and the join through table is right."""
+    rng = np.random.default_rng(seed)
+    cut = rng.integers(0, 5, 1000).astype(float)
+    size = rng.normal(0, 1, 1000)
+    x, y = size + rng.normal(0, 0.1, 1000), size + rng.normal(0, 0.1, 1000)
+    table = 0.5 * size + rng.normal(0, 1, 1000) + 0.2 * cut
+    beyond_size = table - 0.5 * size if not depth_follows_table else table
+    depth = -beyond_size + rng.normal(0, 0.8, 1000)
+    return np.column_stack([cut, x, y, table, depth])
+
+
+def _depth_cluster_builder(sample: np.ndarray, ordered: list[bool] | None) -> ClusterBuilder:
+    # cut, x, y and table fill the initial cluster; depth, weakly tied to all, is a cluster of its own,
+    # stitched on table (its strongest link) and cut (the weight limit leaves out x and y).
+    dependence = np.array(
+        [
+            [1.00, 0.21, 0.20, 0.42, 0.27],
+            [0.21, 1.00, 0.67, 0.20, 0.20],
+            [0.20, 0.67, 1.00, 0.20, 0.20],
+            [0.42, 0.20, 0.20, 1.00, 0.30],
+            [0.27, 0.20, 0.20, 0.30, 1.00],
+        ]
+    )
+    entropies = (np.array([2.40, 3.84, 3.84, 2.81, 3.37]) - 1) ** 2
+    return ClusterBuilder(
+        dependence, entropies, max_weight=15, merge_threshold=0.1, sample=sample, ordered=ordered
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_stitch_column_joins_where_the_stitch_implies_a_false_link_to_earlier_columns(seed):
+    sample = implied_links_sample(seed, depth_follows_table=False)
+    ordered = [False, True, True, True, True]
+    clusters = _depth_cluster_builder(sample, ordered).build(range(5))
+    assert clusters.initial == (0, 1, 2, 3)
+    # x (or y: the same size) becomes a further stitch column: depth's link to size is then met.
+    [derived] = clusters.derived
+    assert derived.columns == (4,)
+    assert derived.stitch_columns[:2] == (3, 0) and derived.stitch_columns[2:] in ((1,), (2,))
+    # Without knowing which columns are ordered (or without the sample) the rule is off, and the
+    # solver's objective never scores it.
+    unordered = _depth_cluster_builder(sample, None).build(range(5))
+    assert [c.stitch_columns for c in unordered.derived] == [(3, 0)]
+    builder = _depth_cluster_builder(sample, ordered)
+    assert [c.stitch_columns for c in builder.build(range(5), refine_stitches=False).derived] == [(3, 0)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_no_stitch_column_joins_where_the_stitch_implies_the_links_right(seed):
+    sample = implied_links_sample(seed, depth_follows_table=True)
+    clusters = _depth_cluster_builder(sample, [False, True, True, True, True]).build(range(5))
+    assert [c.stitch_columns for c in clusters.derived] == [(3, 0)]

@@ -35,6 +35,7 @@ def plan_table(
     *,
     target_column: str | None,
     rng: np.random.Generator,
+    ordered_columns: Sequence[bool] | None = None,
 ) -> TablePlan:
     """Decide the clusters of a table given as floats (rows x columns, NaN or mapped nulls).
 
@@ -42,7 +43,9 @@ def plan_table(
     - ``target_column`` (or ``params.main_column`` with ``params.main_features``): the target's features
       chunked into clusters stitched on it; features from scikit-learn unless given explicitly.
     - otherwise: dependence measure on a sample, then simulated annealing over permutations, with
-      ``params.main_column`` kept in the initial cluster and as the first stitch column.
+      ``params.main_column`` kept in the initial cluster and as the first stitch column;
+      ``ordered_columns`` (per column: numbers, timestamps, booleans) lets the plan judge the rank
+      correlations a stitch implies.
     """
     names = list(column_names)
     num_columns = len(names)
@@ -93,6 +96,7 @@ def plan_table(
         merge_threshold=params.merge_threshold,
         main_column=main,
         sample=measured.sample,
+        ordered=ordered_columns,
     )
     clusters = solve_stable(builder, alpha=params.solver_alpha)
     LOG.info(
