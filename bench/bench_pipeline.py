@@ -127,8 +127,9 @@ def pipeline_seconds(url: str) -> dict[str, float]:
         if stage in ("read", "write"):
             marks[stage, fraction] = meter.seconds()
 
-    originals = pipeline.quality_metrics
-    pipeline.quality_metrics = lambda *args, **kwargs: None  # the report's cost is not I/O
+    originals = pipeline.quality_of_source, pipeline.quality_against_source
+    # the report's cost is not I/O
+    pipeline.quality_of_source = pipeline.quality_against_source = lambda *args, **kwargs: None
     try:
         started = meter.seconds()
         [result] = pipeline.run_table(
@@ -136,7 +137,7 @@ def pipeline_seconds(url: str) -> dict[str, float]:
         )
         finished = meter.seconds()
     finally:
-        pipeline.quality_metrics = originals
+        pipeline.quality_of_source, pipeline.quality_against_source = originals
         engine.dispose()
     stages_cpu = marks["read", 1.0] - marks["read", 0.0] + marks["write", 1.0] - marks["write", 0.5]
     return {

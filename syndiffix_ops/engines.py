@@ -228,8 +228,20 @@ class SyndiffixEngine:
         from syndiffix_core import synthesize
 
         assert isinstance(params, SyndiffixParams)
+        core = _core_params(params)
+        inputs = [df]
+        del df  # synthesize gets the only reference (when the caller kept none) and frees it once encoded;
+        # no ** in the call: it would pack the arguments in a tuple that lives as long as the call
         frame = synthesize(
-            df, list(aid_columns) or None, salt=salt, progress=progress, **_core_params(params)
+            inputs.pop(),
+            list(aid_columns) or None,
+            salt=salt,
+            progress=progress,
+            anonymization=core["anonymization"],
+            bucketization=core["bucketization"],
+            clustering=core["clustering"],
+            target_column=core["target_column"],
+            workers=core["workers"],
         )
         return EngineResult(frame=frame, metadata={"syndiffix_core_version": syndiffix_core.__version__})
 

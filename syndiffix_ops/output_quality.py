@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from syndiffix_ops.report import SourceQuality
 
 
 def quality_metrics(
@@ -26,6 +29,32 @@ def quality_metrics(
     return compute_quality(original, synthetic, thresholds=thresholds, target_column=target_column)
 
 
+def quality_of_source(original: pd.DataFrame) -> SourceQuality:
+    """The source half of the metrics (bins, codes, correlations), computed before synthesis so that the
+    source frame can be freed while the engine runs; quality_against_source completes them."""
+    from syndiffix_ops.report import source_quality
+
+    return source_quality(original)
+
+
+def quality_against_source(
+    source: SourceQuality,
+    synthetic: pd.DataFrame,
+    quality: Any = None,
+    *,
+    target_column: str | None = None,
+    original: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """quality_metrics from the source half; ML efficacy (a `target_column`) needs the `original` rows."""
+    from syndiffix_ops.report import compare_with_source
+    from syndiffix_ops.verdict import QualityThresholds
+
+    thresholds = QualityThresholds.from_config(quality) if quality is not None else None
+    return compare_with_source(
+        source, synthetic, thresholds=thresholds, target_column=target_column, original=original
+    )
+
+
 def quality_gate(metrics: dict[str, Any] | None, quality: Any) -> str | None:
     """Why the output fails the config's quality gate, or None (the gate is off by default)."""
     from syndiffix_ops.verdict import QualityThresholds, verdict
@@ -38,7 +67,7 @@ def quality_gate(metrics: dict[str, Any] | None, quality: Any) -> str | None:
 def html_report(
     directory: Path,
     table_name: str,
-    original: pd.DataFrame,
+    original: pd.DataFrame | None,
     synthetic: pd.DataFrame,
     metrics: dict | None,
     sections: Sequence[Any] = (),

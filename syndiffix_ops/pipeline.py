@@ -28,7 +28,7 @@ from syndiffix_ops.lineage import (
     ensure_lineage_table,
     insert_lineage,
 )
-from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
+from syndiffix_ops.output_quality import html_report, quality_against_source, quality_gate, quality_of_source
 from syndiffix_ops.provenance import code_version, new_run_id
 from syndiffix_ops.risk import RunRisk, column_sets
 from syndiffix_ops.run_checks import (
@@ -144,6 +144,8 @@ def run_table(
             )
             source_risk_seconds = time.perf_counter() - clock
             ensure_lineage_table(target_engine, config.target_schema)
+            source_rows = _SourceRows(frame)
+            del frame  # held by source_rows alone, so that the last output's engine can free it
             for number, output in enumerate(outputs):
                 results.append(
                     _synthesize_output(
@@ -153,7 +155,7 @@ def run_table(
                         source_engine.url,
                         target_engine,
                         output,
-                        frame,
+                        source_rows,
                         aids,
                         salt_bytes,
                         run_id=run_id,
@@ -165,6 +167,7 @@ def run_table(
                         source_risk_seconds=source_risk_seconds,
                         stage=stage,
                         notify=lambda stage, fraction, n=number: notify(stage, (n + fraction) / len(outputs)),
+                        last=number == len(outputs) - 1,
                     )
                 )
             return results
@@ -203,6 +206,18 @@ def _outputs(table: TableConfig, synthesized: list[str], label: str) -> list[Pla
     return outputs
 
 
+class _SourceRows:
+    """The source frame of a run, shared by its outputs; the last output's engine takes it away, so
+    that the engine can free it once encoded (the source half of the quality figures is computed before,
+    one byte per cell)."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame: pd.DataFrame | None = frame
+
+    def release(self) -> None:
+        self.frame = None
+
+
 def _synthesize_output(
     config: PipelineConfig,
     effective: EffectiveTable,
@@ -210,7 +225,7 @@ def _synthesize_output(
     source_url: sa.URL,
     target: sa.Engine,
     output: PlannedOutput,
-    frame: pd.DataFrame,
+    source_rows: _SourceRows,
     aids: list[str],
     salt: bytes,
     *,
@@ -223,6 +238,7 @@ def _synthesize_output(
     source_risk_seconds: float,
     stage: RunStage,
     notify: Progress,
+    last: bool,
 ) -> TableRunResult:
     table = effective.table
     label = f"table {table.display_name}" + (f" column set {output.column_set}" if output.column_set else "")
@@ -232,9 +248,18 @@ def _synthesize_output(
     clock = time.perf_counter()
     notify("synthesize", 0.0)
     identity = source.qualified_name + (f"#{output.column_set}" if output.column_set else "")
+    frame = source_rows.frame
+    assert frame is not None, "the source rows are released only by the last output"
     derived = derive_rules(table, frame[[*aids, *output.columns]], aids, label)
+    target_column = getattr(effective.engine_params, "target_column", None)
+    source_quality = quality_of_source(frame[output.columns])
+    original = frame[output.columns] if target_column is not None else None  # ML efficacy trains on rows
+    inputs = [frame[[*aids, *derived.synthesized]]]
+    del frame
+    if last:
+        source_rows.release()
     result = engine.run(
-        frame[[*aids, *derived.synthesized]],
+        inputs.pop(),  # the engine holds the only reference: it frees the rows once encoded
         aid_columns=aids,
         salt=salt,
         params=effective.engine_params,
@@ -242,7 +267,8 @@ def _synthesize_output(
         # the engine's own stages fill the synthesize half of this output's progress (writing is the rest)
         progress=lambda stage, fraction: notify(f"synthesize: {stage}", 0.5 * fraction),
     )
-    synthetic = result.frame
+    synthetic, metadata = result.frame, result.metadata
+    del result  # one synthetic frame at a time
     if list(synthetic.columns) != derived.synthesized:
         raise PipelineError(
             f"{label}: engine {engine.name} returned columns {list(synthetic.columns)}, "
@@ -251,7 +277,8 @@ def _synthesize_output(
     refuse_too_few_rows(
         label, len(synthetic), effective.min_rows, qualified_name(config.target_schema, output.target)
     )
-    synthetic = derived.complete(synthetic)
+    if derived.expressions:  # complete() builds a new frame: without derived columns, a copy
+        synthetic = derived.complete(synthetic)
     timings["synthesize"] = time.perf_counter() - clock
     dp_release = _dp_release(
         config,
@@ -259,7 +286,7 @@ def _synthesize_output(
         salt,
         SourceIdentity.from_url(source_url, source.qualified_name),
         aids,
-        result.metadata,
+        metadata,
         stage,
     )
     if dp_release is not None and dp_release.over_budget:
@@ -270,20 +297,17 @@ def _synthesize_output(
 
     notify("quality", 0.5)
     clock = time.perf_counter()
-    metrics = quality_metrics(
-        frame[output.columns],
-        synthetic,
-        effective.quality,
-        target_column=getattr(effective.engine_params, "target_column", None),
+    metrics = quality_against_source(
+        source_quality, synthetic, effective.quality, target_column=target_column, original=original
     )
-    if metrics is not None and "evaluation" in result.metadata:
+    if metrics is not None and "evaluation" in metadata:
         # engines that evaluate themselves (dp_marginals: the showcase's k-tuple metrics) add a section
-        metrics[f"{engine.name}_evaluation"] = result.metadata["evaluation"]
-    if metrics is not None and "epsilon_spent" in result.metadata:
+        metrics[f"{engine.name}_evaluation"] = metadata["evaluation"]
+    if metrics is not None and "epsilon_spent" in metadata:
         from syndiffix_ops.report import dp_budget
 
         metrics["dp_budget"] = {
-            **dp_budget(result.metadata, identity, effective.engine_params),
+            **dp_budget(metadata, identity, effective.engine_params),
             **(dp_release.report_fields() if dp_release is not None else {}),
         }
     timings["quality"] = time.perf_counter() - clock
@@ -304,7 +328,7 @@ def _synthesize_output(
         path = html_report(
             Path(report_dir),
             qualified_name(config.target_schema, output.target),
-            frame[output.columns],
+            None,  # the report is drawn from the metrics
             synthetic,
             metrics,
             sections=risk_sections,
@@ -359,7 +383,7 @@ def _synthesize_output(
             airflow_task_id=airflow.task_id if airflow else None,
             airflow_run_id=airflow.run_id if airflow else None,
             quality_metrics=metrics,
-            engine_metadata=result.metadata,
+            engine_metadata=metadata,
             risk_metrics=risk_metrics,
             **(dp_release.lineage_fields() if dp_release is not None else {}),
         )

@@ -26,7 +26,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -100,16 +100,101 @@ def compute_quality(
     Besides the distances: `scores` (0-100, with the sample and independence references of
     syndiffix_ops.verdict) and `attention`, the columns and pairs beyond `thresholds`; with a
     `target_column`, the scores include ML efficacy (syndiffix_ops.ml_efficacy)."""
-    thresholds = thresholds or QualityThresholds()
+    shared = [name for name in synthetic.columns if name in original.columns]
+    source = source_quality(
+        original,
+        columns=shared,
+        bins=bins,
+        rare_threshold=rare_threshold,
+        max_categories=max_categories,
+        min_correlation_rows=min_correlation_rows,
+    )
+    return compare_with_source(
+        source,
+        synthetic,
+        thresholds=thresholds,
+        target_column=target_column,
+        original=original if target_column is not None else None,
+    )
+
+
+@dataclass
+class _SourceColumn:
+    """One column binned as the source defines it, before any synthetic table exists: the labels (value
+    bins, then null and other), the source's codes, how a column of another table gets its codes, and
+    the source halves of the tails and moments."""
+
+    name: str
+    kind: str
+    labels: list[str]
+    codes: np.ndarray  # bin index per source row, uint8 for up to 256 bins
+    codes_of: Callable[[Any], np.ndarray]  # the codes of another table's column (as _bin_values reads it)
+    tails: list[tuple[float, dict[str, Any]]]  # (edge, tail without its synthetic share); see _tails
+    moments: tuple[float, float] | None  # None for strings
+
+
+@dataclass
+class SourceQuality:
+    """The source's half of the quality figures: each column's bins and codes (one byte per cell) and the
+    source's correlations. Built before synthesis, so the source frame can be freed while the engine runs;
+    compare_with_source completes the figures from the synthetic table."""
+
+    columns: list[Any]  # every column of the source frame, compared or not
+    rows: int
+    binned: dict[Any, _SourceColumn]
+    correlation_columns: list[str]
+    correlation: np.ndarray
+    settings: dict[str, int]
+
+
+def source_quality(
+    original: pd.DataFrame,
+    *,
+    columns: Sequence[Any] | None = None,
+    bins: int = DEFAULT_BINS,
+    rare_threshold: int = DEFAULT_RARE_THRESHOLD,
+    max_categories: int = DEFAULT_MAX_CATEGORIES,
+    min_correlation_rows: int = DEFAULT_MIN_CORRELATION_ROWS,
+) -> SourceQuality:
+    """The source half of compute_quality for `columns` of `original` (default: all of them)."""
     if bins < 1 or rare_threshold < 1 or max_categories < 1:
         raise ValueError("bins, rare_threshold and max_categories must be at least 1")
-    shared = [name for name in synthetic.columns if name in original.columns]
-    binned = [
-        _bin_column(name, original[name], synthetic[name], bins, rare_threshold, max_categories)
-        for name in shared
-    ]
-    comparable = len(original) > 0 and len(synthetic) > 0
-    sample = sample_rows(len(original), len(synthetic))
+    names = list(original.columns) if columns is None else list(columns)
+    binned = {
+        name: _source_column(name, original[name], bins, rare_threshold, max_categories) for name in names
+    }
+    numeric = [column for column in binned.values() if column.moments is not None]
+    min_rows = max(min_correlation_rows, rare_threshold, 2)
+    return SourceQuality(
+        columns=list(original.columns),
+        rows=len(original),
+        binned=binned,
+        correlation_columns=[str(column.name) for column in numeric],
+        correlation=_pairwise_pearson(original, numeric, [column.moments for column in numeric], min_rows),
+        settings={
+            "bins": bins,
+            "rare_threshold": rare_threshold,
+            "max_categories": max_categories,
+            "min_correlation_rows": min_correlation_rows,
+        },
+    )
+
+
+def compare_with_source(
+    source: SourceQuality,
+    synthetic: pd.DataFrame,
+    *,
+    thresholds: QualityThresholds | None = None,
+    target_column: str | None = None,
+    original: pd.DataFrame | None = None,
+) -> dict[str, Any]:
+    """compute_quality's figures from the source half and the synthetic table; ML efficacy (with a
+    `target_column`) trains on rows, so it needs the `original` frame too."""
+    thresholds = thresholds or QualityThresholds()
+    shared = [name for name in synthetic.columns if name in source.binned]
+    binned = [_bin_synthetic(source.binned[name], synthetic[name]) for name in shared]
+    comparable = source.rows > 0 and len(synthetic) > 0
+    sample = sample_rows(source.rows, len(synthetic))
 
     column_details: dict[str, Any] = {}
     tvd_1dim = []
@@ -132,7 +217,7 @@ def compute_quality(
             "tails": column.tails,
         }
 
-    correlation = _correlations(original, synthetic, binned, max(min_correlation_rows, rare_threshold, 2))
+    correlation = _correlations(source, synthetic, binned)
     pairs = []
     tvd_2dim = []
     corr_diffs = []
@@ -165,7 +250,7 @@ def compute_quality(
     metrics = {
         "schema_version": METRICS_SCHEMA_VERSION,
         "synthetic_rows": len(synthetic),
-        "row_ratio": _round(len(synthetic) / len(original), _RATIO_DECIMALS) if len(original) else None,
+        "row_ratio": _round(len(synthetic) / source.rows, _RATIO_DECIMALS) if source.rows else None,
         "columns_compared": len(binned),
         "tvd_1dim_mean": _round(_mean(tvd_1dim), _METRIC_DECIMALS),
         "tvd_1dim_max": _round(max(tvd_1dim, default=None), _METRIC_DECIMALS),
@@ -177,20 +262,17 @@ def compute_quality(
         "pairs": pairs,
         "correlation": correlation.as_dict(),
         "not_compared": {
-            "only_in_original": [str(name) for name in original.columns if name not in synthetic.columns],
-            "only_in_synthetic": [str(name) for name in synthetic.columns if name not in original.columns],
+            "only_in_original": [str(name) for name in source.columns if name not in synthetic.columns],
+            "only_in_synthetic": [str(name) for name in synthetic.columns if name not in source.columns],
         },
-        "settings": {
-            "bins": bins,
-            "rare_threshold": rare_threshold,
-            "max_categories": max_categories,
-            "min_correlation_rows": min_correlation_rows,
-        },
+        "settings": dict(source.settings),
     }
     efficacy = None
     if target_column is not None and comparable:
         from syndiffix_ops.ml_efficacy import ml_efficacy
 
+        if original is None:
+            raise ValueError("ML efficacy (a target_column) needs the original frame")
         efficacy = ml_efficacy(original, synthetic, target_column)
     metrics["scores"] = fidelity_scores(metrics, ml_efficacy=efficacy)
     metrics["attention"] = attention(metrics, thresholds)
@@ -232,36 +314,50 @@ def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn, sample: np.ndarray | 
     return _tvd(original, other)
 
 
-def _tails(kind: str, original_values: np.ndarray, synthetic_values: np.ndarray) -> list[dict[str, Any]]:
-    """Shares of both tables beyond the source's outer quantiles (1 % and 5 % each side): a tail lost in
-    synthesis shows here even when it hides inside an outer decile bin. A tail is left out when fewer
-    than _MIN_TAIL_ROWS source rows are in it: its share would be mostly noise (and near single rows)."""
+def _source_tails(kind: str, original_values: np.ndarray) -> list[tuple[float, dict[str, Any]]]:
+    """The source's tails beyond its outer quantiles (1 % and 5 % each side), each with its edge: a tail
+    lost in synthesis shows here even when it hides inside an outer decile bin. A tail is left out when
+    fewer than _MIN_TAIL_ROWS source rows are in it: its share would be mostly noise (and near single
+    rows)."""
     if kind == BOOLEAN:
         return []
     source = original_values[~np.isnan(original_values)]
-    synthetic = synthetic_values[~np.isnan(synthetic_values)]
     finite = source[np.isfinite(source)]  # an infinite value is beyond every edge, never an edge itself
-    if finite.size == 0 or synthetic.size == 0:
+    if finite.size == 0:
         return []
     step = _rounding_step(finite, kind)
     tails = []
     for side, quantile in (("low", 0.01), ("low", 0.05), ("high", 0.95), ("high", 0.99)):
         edge = float(np.round(np.quantile(finite, quantile) / step) * step)
-        sign = -1.0 if side == "low" else 1.0  # beyond the edge: sign * (value - edge) > 0
-        source_rows = int((sign * (source - edge) > 0).sum())
+        source_rows = int((_beyond(side, source, edge)).sum())
         if source_rows < _MIN_TAIL_ROWS:
             continue
         label = f"{'<' if side == 'low' else '>'} {_format_edge(edge, kind, step)}"
-        tails.append(
-            {
-                "side": side,
-                "quantile": quantile,
-                "label": label,
-                "original_share": _round(source_rows / source.size, _SHARE_DECIMALS),
-                "synthetic_share": _round(float((sign * (synthetic - edge) > 0).mean()), _SHARE_DECIMALS),
-            }
-        )
+        share = _round(source_rows / source.size, _SHARE_DECIMALS)
+        tails.append((edge, {"side": side, "quantile": quantile, "label": label, "original_share": share}))
     return tails
+
+
+def _tails(
+    source_tails: list[tuple[float, dict[str, Any]]], synthetic_values: np.ndarray
+) -> list[dict[str, Any]]:
+    """The source's tails with the synthetic table's shares beyond the same edges (none when it has no
+    values)."""
+    synthetic = synthetic_values[~np.isnan(synthetic_values)]
+    if synthetic.size == 0:
+        return []
+    return [
+        {
+            **tail,
+            "synthetic_share": _round(float(_beyond(tail["side"], synthetic, edge).mean()), _SHARE_DECIMALS),
+        }
+        for edge, tail in source_tails
+    ]
+
+
+def _beyond(side: str, values: np.ndarray, edge: float) -> np.ndarray:
+    sign = -1.0 if side == "low" else 1.0  # beyond the edge: sign * (value - edge) > 0
+    return sign * (values - edge) > 0
 
 
 def _report_kind(series: pd.Series) -> str:
@@ -310,37 +406,57 @@ def _as_float(series: pd.Series, kind: str) -> np.ndarray:
     raise ValueError(f"no numeric encoding for kind {kind!r}")
 
 
-def _bin_column(
-    name: str, original: pd.Series, synthetic: pd.Series, bins: int, rare_threshold: int, max_categories: int
-) -> _BinnedColumn:
-    """The column's bins and codes on both sides, its tails and the moments the correlations need; the
-    numeric encodings themselves are dropped here (the correlations read them again a block at a time)."""
+def _source_column(
+    name: Any, original: pd.Series, bins: int, rare_threshold: int, max_categories: int
+) -> _SourceColumn:
+    """The column's bins from the source, its codes, tails and moments; the numeric encoding itself is
+    dropped here (the correlations read it again a block at a time)."""
     kind = _report_kind(original)
-    tails, original_moments, synthetic_moments = [], None, None
+    tails, moments = [], None
     if kind == STRING:
-        labels, original_codes, synthetic_codes = _categorical_bins(
-            _as_categories(original), _as_categories(synthetic), kind, rare_threshold, max_categories
-        )
+        labels, codes_of = _categorical_bins(_as_categories(original), kind, rare_threshold, max_categories)
+        codes = codes_of(_as_categories(original))
     else:
-        original_values, synthetic_values = _as_float(original, kind), _as_float(synthetic, kind)
+        values = _as_float(original, kind)
         if kind == BOOLEAN:
-            labels, original_codes, synthetic_codes = _categorical_bins(
-                pd.Series(original_values), pd.Series(synthetic_values), kind, rare_threshold, max_categories
-            )
+            labels, codes_of = _categorical_bins(pd.Series(values), kind, rare_threshold, max_categories)
+            codes = codes_of(pd.Series(values))
         else:
-            labels, original_codes, synthetic_codes = _quantile_bins(
-                original_values, synthetic_values, kind, bins, rare_threshold
-            )
-        tails = _tails(kind, original_values, synthetic_values)
-        original_moments, synthetic_moments = _moments(original_values), _moments(synthetic_values)
-    return _BinnedColumn(
-        name=str(name),
+            labels, codes_of = _quantile_bins(values, kind, bins, rare_threshold)
+            codes = codes_of(values)
+        tails = _source_tails(kind, values)
+        moments = _moments(values)
+    return _SourceColumn(
+        name=name,
         kind=kind,
+        labels=labels,
+        codes=codes.astype(_code_dtype(len(labels))),
+        codes_of=codes_of,
+        tails=tails,
+        moments=moments,
+    )
+
+
+def _bin_synthetic(source: _SourceColumn, synthetic: pd.Series) -> _BinnedColumn:
+    """The synthetic column in the source's bins, beside the source's codes (unused null and other bins
+    dropped), with the tails and moments of both."""
+    tails, synthetic_moments = [], None
+    if source.kind == STRING:
+        synthetic_codes = source.codes_of(_as_categories(synthetic))
+    else:
+        values = _as_float(synthetic, source.kind)
+        synthetic_codes = source.codes_of(pd.Series(values) if source.kind == BOOLEAN else values)
+        tails = _tails(source.tails, values)
+        synthetic_moments = _moments(values)
+    labels, original_codes, synthetic_codes = _compact(source.labels, source.codes, synthetic_codes)
+    return _BinnedColumn(
+        name=str(source.name),
+        kind=source.kind,
         labels=labels,
         original_codes=original_codes,
         synthetic_codes=synthetic_codes,
         tails=tails,
-        original_moments=original_moments,
+        original_moments=source.moments,
         synthetic_moments=synthetic_moments,
     )
 
@@ -354,13 +470,13 @@ def _as_categories(series: pd.Series) -> pd.Series:
 
 
 def _categorical_bins(
-    original: pd.Series, synthetic: pd.Series, kind: str, rare_threshold: int, max_categories: int
-) -> tuple[list[str], np.ndarray, np.ndarray]:
+    original: pd.Series, kind: str, rare_threshold: int, max_categories: int
+) -> tuple[list[str], Callable[[pd.Series], np.ndarray]]:
     """Bins of the most frequent values, by name; the other source values in groups of consecutive
     frequency ranks ("values ranked 21-27"), each group no larger than the largest named value, so no
     bin of unnamed values dwarfs the named ones. A column of many similar-sized values (an id, a tail
-    number) gets rank groups only. Values only the synthetic table has, and rare nulls, go to
-    "other (rare)"."""
+    number) gets rank groups only. Values the source does not have, and rare nulls, go to "other (rare)".
+    Returns the labels (null and other last) and the codes of a column in these bins."""
     counts = original.value_counts(dropna=True)
     # Most frequent first, ties by value, so the bins do not depend on row order.
     ranked = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
@@ -389,8 +505,7 @@ def _categorical_bins(
         codes[series.isna().to_numpy()] = null_code if null_is_frequent else other_code
         return codes
 
-    original_codes, synthetic_codes = codes_of(original), codes_of(synthetic)
-    return _compact(labels + [_NULL_LABEL, _OTHER_LABEL], original_codes, synthetic_codes)
+    return labels + [_NULL_LABEL, _OTHER_LABEL], codes_of
 
 
 def _named_and_grouped(
@@ -466,11 +581,12 @@ def _rank_label(first: int, last: int) -> str:
 
 
 def _quantile_bins(
-    original: np.ndarray, synthetic: np.ndarray, kind: str, bins: int, rare_threshold: int
-) -> tuple[list[str], np.ndarray, np.ndarray]:
+    original: np.ndarray, kind: str, bins: int, rare_threshold: int
+) -> tuple[list[str], Callable[[np.ndarray], np.ndarray]]:
     """Quantile bins of the source; a value held by at least 1/bins of the source rows (the zeros of a
     zero-inflated column) gets a bin of its own first, and the other values are cut into quantile bins
-    among themselves, so both the point mass and the spread of the rest stay visible."""
+    among themselves, so both the point mass and the spread of the rest stay visible. Returns the labels
+    (null and other last) and the codes of values in these bins."""
     present = original[~np.isnan(original)]
     distinct, counts = np.unique(present, return_counts=True)
     heavy = distinct[(counts >= present.size / bins) & (counts >= rare_threshold)]
@@ -505,8 +621,7 @@ def _quantile_bins(
         codes[np.isnan(values)] = null_code if null_is_frequent else other_code
         return codes
 
-    labels = point_labels + value_labels + [_NULL_LABEL, _OTHER_LABEL]
-    return _compact(labels, codes_of(original), codes_of(synthetic))
+    return point_labels + value_labels + [_NULL_LABEL, _OTHER_LABEL], codes_of
 
 
 def _format_point(value: float, kind: str) -> str:
@@ -540,13 +655,17 @@ def _compact(labels: list[str], original: np.ndarray, synthetic: np.ndarray):
     used[: len(labels) - 2] = True
     used |= np.bincount(original, minlength=len(labels)) > 0
     used |= np.bincount(synthetic, minlength=len(labels)) > 0
-    # Codes in the narrowest type: a pair of columns is counted from them, at 10M rows per column and side.
-    new_code = (np.cumsum(used) - 1).astype(np.uint8 if used.size <= 256 else np.int32)
+    new_code = (np.cumsum(used) - 1).astype(_code_dtype(used.size))
     return (
         [label for label, keep in zip(labels, used, strict=True) if keep],
         new_code[original],
         new_code[synthetic],
     )
+
+
+def _code_dtype(labels: int) -> type:
+    # The narrowest type: a pair of columns is counted from codes, at 10M rows per column and side.
+    return np.uint8 if labels <= 256 else np.int32
 
 
 def _rounding_step(values: np.ndarray, kind: str) -> float:
@@ -618,19 +737,25 @@ class _Correlations:
 
 
 def _correlations(
-    original: pd.DataFrame, synthetic: pd.DataFrame, binned: Sequence[_BinnedColumn], min_rows: int
+    source: SourceQuality, synthetic: pd.DataFrame, binned: Sequence[_BinnedColumn]
 ) -> _Correlations:
     numeric = [column for column in binned if column.original_moments is not None]
+    names = [column.name for column in numeric]
+    original = source.correlation
+    if names != source.correlation_columns:  # fewer columns compared than the source half holds
+        at = [source.correlation_columns.index(name) for name in names]
+        original = original[np.ix_(at, at)]
+    min_rows = max(source.settings["min_correlation_rows"], source.settings["rare_threshold"], 2)
     return _Correlations(
-        [column.name for column in numeric],
-        _pairwise_pearson(original, numeric, [column.original_moments for column in numeric], min_rows),
+        names,
+        original,
         _pairwise_pearson(synthetic, numeric, [column.synthetic_moments for column in numeric], min_rows),
     )
 
 
 def _pairwise_pearson(
     frame: pd.DataFrame,
-    columns: Sequence[_BinnedColumn],
+    columns: Sequence[_SourceColumn] | Sequence[_BinnedColumn],
     moments: Sequence[tuple[float, float]],
     min_rows: int,
 ) -> np.ndarray:

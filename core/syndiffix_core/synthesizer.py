@@ -42,7 +42,7 @@ THREADED_TREES_MIN_ROWS = 500_000
 class SynthesisContext:
     """Everything built once per table and shared by all clusters."""
 
-    data: pd.DataFrame  # the synthesized columns only (AID columns removed)
+    data: pd.DataFrame  # no rows: the synthesized columns (AID columns removed) and their dtypes
     codecs: list
     forest: Forest | None  # None once every cluster is being materialized in a worker process
     microdata: MicrodataBuilder | None
@@ -128,6 +128,7 @@ def synthesize(
         return rules.complete(synthetic)
     report = progress or (lambda stage, fraction: None)
     data, aid_frame = _split_columns(df, aid_columns, target_column)
+    del df  # a caller that kept no reference gets the rows freed once they are encoded
     secret = _check_salt(salt)
     worker_count = _check_workers(workers)
     if len(data) == 0:
@@ -136,6 +137,9 @@ def synthesize(
     clock = _StageClock()
     codecs, matrix = encode_frame(data, column_kinds)
     entities = _entities(data, aid_frame, secret)
+    threads = worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1
+    data = data.iloc[:0].copy()  # encoded: from here on only the columns and their dtypes are read
+    del aid_frame
     anonymization = anonymization or AnonymizationParams()
     bucketization = bucketization or BucketizationParams()
     anonymizer = CountAnonymizer(anonymization, bucketization, secret)
@@ -152,7 +156,7 @@ def synthesize(
         clustering=clustering or ClusteringParams(),
         target_column=target_column,
         clock=clock,
-        threads=worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1,
+        threads=threads,
     )
     del forest, entities  # held by the context alone, so that it can drop them
     clock.lap("forest")
