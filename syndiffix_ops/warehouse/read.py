@@ -203,9 +203,14 @@ def read_columns(
         as_text = {name: name in aid_columns and kinds[name] is not ValueKind.INTEGER for name in names}
         empty = {name: _column_values((), kinds[name], name, as_text[name]) for name in names}
         return pd.DataFrame(empty, columns=names)
-    # One concatenation per column (no DataFrame per chunk): a DataFrame would copy every chunk into blocks.
-    frame = {name: pd.concat(p, ignore_index=True) if len(p) > 1 else p[0] for name, p in parts.items()}
-    return pd.DataFrame(frame, columns=names)
+    # One concatenation per column (no DataFrame per chunk), each column's chunks dropped once joined, and
+    # the columns kept as they are (copy=False): consolidating them into one block per dtype would hold
+    # the table twice.
+    frame = {}
+    for name in names:
+        column = parts.pop(name)
+        frame[name] = pd.concat(column, ignore_index=True) if len(column) > 1 else column[0]
+    return pd.DataFrame(frame, columns=names, copy=False)
 
 
 def iter_column_chunks(
