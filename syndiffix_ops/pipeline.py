@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
+from syndiffix_core.memory import return_freed_memory
 from syndiffix_ops.config import EffectiveTable, PipelineConfig, TableConfig, WriteMode
 from syndiffix_ops.connections import open_engines
 from syndiffix_ops.dp_budget import DpRelease, plan_release
@@ -279,6 +280,9 @@ def _synthesize_output(
     )
     if derived.expressions:  # complete() builds a new frame: without derived columns, a copy
         synthetic = derived.complete(synthetic)
+    # glibc keeps freed heap pages resident: the engine's, and below each stage's, would otherwise stay
+    # in the run's memory through the stages after it (docs/engine.md "Ten million rows end to end")
+    return_freed_memory()
     timings["synthesize"] = time.perf_counter() - clock
     dp_release = _dp_release(
         config,
@@ -311,6 +315,7 @@ def _synthesize_output(
             **(dp_release.report_fields() if dp_release is not None else {}),
         }
     timings["quality"] = time.perf_counter() - clock
+    return_freed_memory()
 
     risk_metrics, risk_sections = None, []
     if run_risk is not None:
@@ -319,6 +324,7 @@ def _synthesize_output(
         risk_metrics, risk_section = run_risk.for_output(synthetic, output.columns)
         risk_sections.append(risk_section)
         timings["risk"] = source_risk_seconds + time.perf_counter() - clock
+        return_freed_memory()
 
     def write_report() -> Path | None:
         if report_dir is None:
