@@ -20,12 +20,14 @@ counts once), and the run is killed above --abort-gib; --workers sets the engine
 Finally the synthetic table is compared with the source, a column at a time: total variation distance
 (TVD) of each column's distribution and of every pair of columns (numbers and times in 20 source
 quantile bins, strings as their 50 most frequent source values plus one bin for the rest, NULL its own
-bin), and mean / p90 / p99 of the numeric columns.
+bin), and mean / p90 / p99 of the numeric columns; and a hash of the synthetic table (of its rows,
+whatever their order), the same for the same salt and code.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -311,10 +313,11 @@ def tvd(a: np.ndarray, b: np.ndarray, size: int) -> float:
 
 def quality(url: str) -> dict:
     engine = sa.create_engine(url)
-    codes, numeric = {}, {}
+    codes, numeric, rows = {}, {}, None
     for name in SYNTHESIZED:
         source_codes, synthetic_codes, source, synthetic = column_codes(engine, name)
         codes[name] = (source_codes, synthetic_codes)
+        rows = _with_column_hash(rows, synthetic)
         if name in NUMERIC:
             numeric[name] = {
                 side: _summary(_as_number(values))
@@ -329,7 +332,15 @@ def quality(url: str) -> dict:
         two[f"{x} x {y}"] = tvd(
             sx.astype(np.int32) * sizes[y] + sy, tx.astype(np.int32) * sizes[y] + ty, sizes[x] * sizes[y]
         )
-    return {"tvd_1dim": one, "tvd_2dim": two, "numeric": numeric}
+    table_hash = hashlib.sha256(np.sort(rows).tobytes()).hexdigest()[:16]
+    return {"tvd_1dim": one, "tvd_2dim": two, "numeric": numeric, "synthetic_hash": table_hash}
+
+
+def _with_column_hash(rows: np.ndarray | None, values: pd.Series) -> np.ndarray:
+    """Each synthetic row's hash with one more column mixed in (the columns are read one at a time, in
+    the table's order); the table's hash is that of the sorted row hashes, whatever the rows' order."""
+    column = pd.util.hash_pandas_object(values, index=False).to_numpy()
+    return column if rows is None else rows * np.uint64(0x9E3779B97F4A7C15) + column
 
 
 def _summary(values: np.ndarray) -> dict[str, float]:
@@ -378,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             f"load average {psutil.getloadavg()[0]:.1f}"
         )
         print(
-            f"syndiffix-ops run: {wall:.1f} s wall, exit code {code}, peak {watch.peak / GIB:.2f} GiB (PSS)"
+            f"syndiffix-ops run: {wall:.1f} s wall, {sum(f['cpu_s'] for f in watch.stages.values()):.1f} CPU-s, "
+            f"exit code {code}, peak {watch.peak / GIB:.2f} GiB (PSS)"
         )
         if watch.aborted:
             print(f"ABORTED: memory above {args.abort_gib} GiB in stage {watch.stage}")
@@ -391,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         if code != 0:
             return 1
         figures = quality(url)
+        print(f"synthetic table hash: {figures['synthetic_hash']}")
         print(f"1-dim TVD  : mean {np.mean(list(figures['tvd_1dim'].values())):.4f}")
         for name, value in figures["tvd_1dim"].items():
             print(f"  {name:<12} {value:.4f}")
