@@ -21,7 +21,7 @@ way in the sub-trees' levels.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 from itertools import combinations
@@ -143,8 +143,7 @@ class Tree:
     def node_ranges(self, forest: Forest, depth: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bucket ranges (low, high) of shape (n, k): snapped cell, or the point where singular."""
         level = self.levels[depth]
-        rows = level.rep_row[nodes]
-        values = forest.values[np.ix_(rows, list(self.columns))]
+        values = forest.values_at(level.rep_row[nodes], self.columns)
         width = self.size / 2.0**depth
         low = self.low[None, :] + self.cells(depth, values) * width[None, :]
         # A deep edge cell (rows clamped into it keep it splitting) can be narrower than float64
@@ -158,7 +157,10 @@ class Tree:
 
 
 class Forest:
-    """Lazily built trees over the columns of one float matrix (rows, columns), NaN = null."""
+    """Lazily built trees over the columns of one float matrix (rows, columns), NaN = null.
+
+    The values are not kept as floats: per column, the sorted distinct values (nulls mapped) and each
+    row's dense rank among them (1-4 bytes per cell instead of 8; `values_at` gathers the floats)."""
 
     def __init__(
         self,
@@ -181,11 +183,17 @@ class Forest:
         self.salt = salt
         self.row_count = values.shape[0]
         self.null_values = np.array([null_mapping(values[:, j]) for j in range(values.shape[1])])
-        self.values = np.where(np.isnan(values), self.null_values[None, :], values)
         self.low = np.zeros(values.shape[1])
         self.size = np.ones(values.shape[1])
+        self.trees: dict[tuple[int, ...], Tree] = {}
+        self._cell_cache: dict[int, np.ndarray] = {}
+        self._unique_cells: dict[int, np.ndarray] = {}
+        self._ranks: dict[int, np.ndarray] = {}
+        self._uniques: dict[int, np.ndarray] = {}
+        self._negative_zero_rows: dict[int, np.ndarray] = {}
         for j in range(values.shape[1]):
-            column = self.values[:, j]
+            # One column's floats at a time: its 1-dim tree stores them as ranks and distinct values.
+            column = np.where(np.isnan(values[:, j]), self.null_values[j], values[:, j])
             low, high = float(column.min()), float(column.max())
             if not np.isfinite(high - low) or not np.isfinite(self.null_values[j] * 2):
                 raise InvalidInputError(
@@ -193,15 +201,26 @@ class Forest:
                     f"{self.null_values[j]!r}), too wide a range for float64 arithmetic"
                 )
             self.low[j], self.size[j] = snap_range(low, high)
-        self.trees: dict[tuple[int, ...], Tree] = {}
-        self._cell_cache: dict[int, np.ndarray] = {}
-        self._ranks: dict[int, np.ndarray] = {}
-        for j in range(values.shape[1]):
-            self.tree((j,))
+            self.trees[(j,)] = self._build((j,), column)
 
     @property
     def dims(self) -> int:
-        return self.values.shape[1]
+        return len(self.column_names)
+
+    def values_at(self, rows: np.ndarray, columns: Sequence[int], order: str = "C") -> np.ndarray:
+        """The (nulls mapped) float values of `rows` in `columns`, shape (rows, len(columns))."""
+        out = np.empty((len(rows), len(columns)), order=order)
+        for position, column in enumerate(columns):
+            out[:, position] = self._uniques[column].take(self._ranks[column].take(rows))
+            negative_zeros = self._negative_zero_rows.get(column)
+            if negative_zeros is not None:
+                out[np.isin(rows, negative_zeros), position] = -0.0
+        return out
+
+    def value_matrix(self) -> np.ndarray:
+        """Every row's (nulls mapped) float values, (rows, columns) with each column contiguous: a new
+        array of 8 bytes per cell."""
+        return self.values_at(np.arange(self.row_count), range(self.dims), order="F")
 
     def column_range(self, column: int) -> tuple[float, float]:
         """The column's snapped range after the 1-dim push-down: (low, size)."""
@@ -210,8 +229,10 @@ class Forest:
     def _cells(self, column: int) -> np.ndarray:
         """The rows' cells of `column` at depth 31 of its (pushed-down) range, computed once."""
         if column not in self._cell_cache:
-            units = unit_positions(self.values[:, column], self.low[column], self.size[column])
-            self._cell_cache[column] = np.floor(units * 2.0**CELL_BITS).astype(np.uint32)
+            if column not in self._unique_cells:
+                units = unit_positions(self._uniques[column], self.low[column], self.size[column])
+                self._unique_cells[column] = np.floor(units * 2.0**CELL_BITS).astype(np.uint32)
+            self._cell_cache[column] = self._unique_cells[column].take(self._ranks[column])
         return self._cell_cache[column]
 
     def cache_cells(self, columns: tuple[int, ...]) -> None:
@@ -221,20 +242,40 @@ class Forest:
 
     def _store_ranks(self, column: int, order: np.ndarray, sorted_values: np.ndarray) -> None:
         """Dense rank of every row's value in `column` (from the 1-dim tree's value order), in the
-        smallest unsigned dtype that holds it: multi-dim trees test "all rows of a node share one
-        value" on ranks gathered in their row order, which moves far fewer bytes than the floats."""
+        smallest unsigned dtype that holds it, and the distinct values: the forest keeps the column in
+        this form. Multi-dim trees test "all rows of a node share one value" on ranks gathered in their
+        row order, which moves far fewer bytes than the floats."""
         changes = _change_counts(sorted_values)
         top = int(changes[-1]) if changes.size else 0
         dtype = np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32
         ranks = np.empty(order.size, dtype=dtype)
         ranks[order] = changes
+        first = np.ones(sorted_values.size, dtype=bool)
+        first[1:] = changes[1:] != changes[:-1]
+        uniques = sorted_values[first]
+        # -0.0 and 0.0 share a rank (they are equal); rows holding the other sign than the rank's
+        # first row keep it through a list of the -0.0 rows.
+        start, stop = (int(sorted_values.searchsorted(0.0, side)) for side in ("left", "right"))
+        if stop > start:
+            negative = np.signbit(sorted_values[start:stop])
+            if negative.any() and not negative.all():
+                self._negative_zero_rows[column] = np.sort(order[start:stop][negative])
+                uniques[changes[start]] = 0.0
         self._ranks[column] = ranks
+        self._uniques[column] = uniques
 
     def release(self, keep: Callable[[tuple[int, ...]], bool], cell_columns: set[int]) -> None:
-        """Drop the trees whose columns `keep` rejects and the cached cells of columns outside
-        `cell_columns` (a tree built later would compute them again, identically)."""
+        """Drop the trees whose columns `keep` rejects, every row's cached cells (a tree built later
+        gathers them again from the ranks, identically) and the distinct values' cells of columns
+        outside `cell_columns`."""
         self.trees = {columns: tree for columns, tree in self.trees.items() if keep(columns)}
-        self._cell_cache = {j: cells for j, cells in self._cell_cache.items() if j in cell_columns}
+        self._cell_cache = {}
+        self._unique_cells = {j: cells for j, cells in self._unique_cells.items() if j in cell_columns}
+
+    def discard(self, trees: list[tuple[int, ...]]) -> None:
+        """Drop the trees over these column sets (a later `tree` call builds them again, identically)."""
+        for columns in trees:
+            self.trees.pop(columns, None)
 
     def rebuilt(self, columns: tuple[int, ...]) -> Tree:
         """The tree over `columns` built again, with its subnodes (identical: everything is seeded)."""
@@ -255,16 +296,20 @@ class Forest:
 
     # --- building -------------------------------------------------------------------------------------
 
-    def _build(self, columns: tuple[int, ...]) -> Tree:
+    def _build(self, columns: tuple[int, ...], column_values: np.ndarray | None = None) -> Tree:
+        """The tree over `columns`; a 1-dim tree reads `column_values` (the column's floats, nulls
+        mapped; gathered from the ranks when not given)."""
         k = len(columns)
+        if k == 1 and column_values is None:
+            column_values = self.values_at(np.arange(self.row_count), columns)[:, 0]
         base_seed = self._base_seed(columns)
         depth_offset = 0
         row_limit = 0
         if k == 1:
             row_limit = self._row_limit(base_seed)
             # One value order serves the push-down and the tree (rows of equal value in any order).
-            value_order = np.argsort(self.values[:, columns[0]], kind="stable")
-            depth_offset = self._push_down(columns[0], row_limit, value_order)
+            value_order = np.argsort(column_values, kind="stable")
+            depth_offset = self._push_down(columns[0], row_limit, value_order, column_values)
             max_depth = MAX_DEPTH
         else:
             sub_depth = max(len(self.trees[s].levels) for s in combinations(columns, k - 1))
@@ -274,7 +319,7 @@ class Forest:
             columns, self.low[list(columns)].copy(), self.size[list(columns)].copy(), base_seed, code_levels
         )
         if k == 1:
-            units = unit_positions(self.values[:, columns[0]], tree.low[0], tree.size[0])
+            units = unit_positions(column_values, tree.low[0], tree.size[0])
             code = np.floor(units * 2.0**MAX_DEPTH).astype(np.uint64)
             del units
         else:
@@ -287,7 +332,7 @@ class Forest:
             order, sorted_code = _sort_codes(code, max_depth * k)
         sorted_first = None
         if k == 1:
-            sorted_first = self.values[order, columns[0]]
+            sorted_first = column_values[order]
             self._store_ranks(columns[0], order, sorted_first)
         changes = [_change_counts(self._ranks[j].take(order)) for j in columns] if k > 1 else []
 
@@ -378,7 +423,7 @@ class Forest:
             nodes = singular.nonzero()[0]
             point_seed = np.full(nodes.size, np.uint64(tree.base_seed), dtype=np.uint64)
             for j, column in enumerate(tree.columns):
-                point_seed ^= hash_floats(self.values[rep_row[nodes], column], j)
+                point_seed ^= hash_floats(self.values_at(rep_row[nodes], (column,))[:, 0], j)
             seeds[nodes] = point_seed
         counts = self.anonymizer.count_ranges(layout.entities, starts, ends, seeds, depth)
         if k > 1:
@@ -442,9 +487,9 @@ class Forest:
             return limit
         return int(limit + self.salt.uniform_int(base_seed, "precision_limit", -jitter, jitter)[0])
 
-    def _push_down(self, column: int, row_limit: int, order: np.ndarray) -> int:
+    def _push_down(self, column: int, row_limit: int, order: np.ndarray, values: np.ndarray) -> int:
         """Narrow the column's range while exactly one half of it is low; returns the levels pushed.
-        `order` sorts the column's values.
+        `order` sorts the column's `values`.
 
         The halves count the rows beyond the current range at their edge (the rows of the dropped
         halves stay in the tree). As in the reference, only a node that would split on its own rows
@@ -452,7 +497,6 @@ class Forest:
         Without that, a small table (n near twice the LCF threshold, where one half is nearly always
         low) pushed its root down ~60 levels onto one value, which every row then received.
         """
-        values = self.values[:, column]
         sorted_values = values[order]
         if sorted_values[0] == sorted_values[-1]:
             return 0

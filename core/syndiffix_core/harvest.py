@@ -139,7 +139,12 @@ class Harvester:
             for key in [key for key in cache if not keep(key[0])]:
                 del cache[key]
 
-    def prepare_refinement(self, columns: tuple[int, ...], threads: int = 1) -> None:
+    def prepare_refinement(
+        self,
+        columns: tuple[int, ...],
+        threads: int = 1,
+        keep: Callable[[tuple[int, ...]], bool] | None = None,
+    ) -> None:
         """Everything the harvest of `columns` reads from the trees, computed up front: the pools of
         all column subsets and, for those with placeholders, their sub-pool ranges and cumulative
         counts. Afterwards refinement needs neither the multi-column trees nor their preorders, so
@@ -148,7 +153,10 @@ class Harvester:
 
         One subset size after the other, the trees of that size are built and harvested side by side
         on `threads` threads (a tree needs only the trees one column smaller), then their sub-pool
-        lookups; each task writes only its own cache entries."""
+        lookups; each task writes only its own cache entries. The pools' subnodes are dropped once
+        their sub-pool ranges exist. With `keep`, the trees and preorders of each size that `keep`
+        rejects are released once the next size is done (nothing reads them afterwards), so that at
+        most two sizes of trees are held at a time."""
         columns = tuple(sorted(columns))
         if len(columns) > 1:
             self.forest.cache_cells(columns)
@@ -161,6 +169,13 @@ class Harvester:
             sub_pools = sorted({subset[:drop] + subset[drop + 1 :] for subset, drop in drops})
             map_in_threads(self._cumulative, sub_pools, threads)
             map_in_threads(lambda key: self._sub_ranges(*key), drops, threads)
+            for pool in pools:  # the sub-pool ranges are all that refinement needed the subnodes for
+                pool.subnodes = None
+            if keep is not None and size > 2:
+                done = [subset for subset in combinations(columns, size - 1) if not keep(subset)]
+                self.forest.discard(done)
+                for subset in done:
+                    self._preorders.pop(subset, None)
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:
@@ -253,7 +268,7 @@ class Harvester:
             for depth, nodes in one_dim.leaves():
                 level = one_dim.levels[depth]
                 nodes = nodes[level.singular[nodes] & ~level.lcf_low[nodes]]
-                target_values.append(self.forest.values[level.rep_row[nodes], columns[j]])
+                target_values.append(self.forest.values_at(level.rep_row[nodes], (columns[j],))[:, 0])
                 target_counts.append(level.noisy_count[nodes].astype(np.float64))
             scale = pool.count.sum() / max(float(one_dim.levels[0].noisy_count[0]), 1.0)
             singular = pool.low[:, j] == pool.high[:, j]

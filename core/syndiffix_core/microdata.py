@@ -160,7 +160,7 @@ class MicrodataBuilder:
             found = []
             for level in tree.levels:
                 nodes = level.singular & ~level.lcf_low
-                found.append(self.forest.values[level.rep_row[nodes], column])
+                found.append(self.forest.values_at(level.rep_row[nodes], (column,))[:, 0])
             safe = np.unique(np.concatenate(found)) if found else np.zeros(0)
             self._safe_strings[column] = safe[safe != self.forest.null_values[column]]
         return self._safe_strings[column]

@@ -92,6 +92,7 @@ def assemble(
             )
         else:
             table = patch(table, right, rng=rng, keep_values=stitched_later)
+        del right  # not held while the next cluster is materialized
         if progress is not None:
             progress(f"cluster {number}/{total} stitched", number / total)
     return table

@@ -223,7 +223,7 @@ def plan_clusters(context: SynthesisContext) -> TablePlan:
     """One cluster for narrow tables or with clustering disabled; otherwise clusters from the dependence
     measure and the annealing solver, or around the ML target (see docs/clustering.md)."""
     plan = plan_table(
-        context.forest.values,
+        context.forest.value_matrix(),
         [str(c) for c in context.data.columns],
         context.clustering,
         target_column=None if context.target_column is None else str(context.target_column),
@@ -287,7 +287,7 @@ def _materialize(
         harvester.release(used_later)
         return_freed_memory()
 
-    harvester.prepare_refinement(columns, threads)
+    harvester.prepare_refinement(columns, threads, keep=used_later)
     context.forest.release(used_later, set().union(*later))
     harvester.release(used_later, tree_lookups_only=True)
     return_freed_memory()

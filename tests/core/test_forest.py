@@ -125,7 +125,7 @@ def test_nulls_get_their_own_region():
     values = np.r_[np.arange(100.0), np.full(40, np.nan)]
     forest = make_forest(values[:, None])
     assert forest.null_values[0] == 198.0
-    assert np.all(forest.values[100:, 0] == 198.0)
+    assert np.all(forest.value_matrix()[100:, 0] == 198.0)
 
 
 def test_leaves_hold_about_all_rows_of_a_1dim_tree():
@@ -221,3 +221,38 @@ def test_divergence_finds_where_neighbouring_codes_part_at_each_level():
         above = code >> (shift + np.uint64(k))
         expected = np.flatnonzero((prefix[1:] != prefix[:-1]) & (above[1:] == above[:-1])) + 1
         assert np.array_equal(np.sort(layout.divergence(code_levels, k, level)), expected), level
+
+
+def test_the_forest_keeps_ranks_in_the_narrowest_dtype_and_gives_back_the_exact_values():
+    rng = np.random.default_rng(11)
+    few = rng.integers(0, 200, 5000).astype(float)  # < 256 distinct values
+    many = np.round(rng.normal(0, 100, 5000), 3)  # thousands of distinct values
+    signed_zeros = rng.choice([-0.0, 0.0, 1.5], 5000)
+    nulls = np.where(rng.random(5000) < 0.1, np.nan, few)
+    matrix = np.c_[few, many, signed_zeros, nulls]
+    forest = make_forest(matrix)
+    assert [forest._ranks[j].dtype for j in range(4)] == [np.uint8, np.uint16, np.uint8, np.uint8]
+    # no float copy of the table: nothing of rows x columns float64 stays in the forest
+    held = [v for v in vars(forest).values() if isinstance(v, np.ndarray)]
+    assert all(v.dtype != np.float64 or v.size < matrix.size for v in held)
+    expected = np.where(np.isnan(matrix), forest.null_values[None, :], matrix)
+    values = forest.value_matrix()
+    np.testing.assert_array_equal(values, expected)
+    np.testing.assert_array_equal(np.signbit(values[:, 2]), np.signbit(signed_zeros))  # -0.0 kept
+    rows = rng.integers(0, 5000, 300)
+    np.testing.assert_array_equal(forest.values_at(rows, (2, 0)), expected[rows][:, [2, 0]])
+
+
+def test_released_cells_and_trees_are_rebuilt_identically():
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=4000)
+    forest = make_forest(np.c_[x, x + rng.normal(0, 0.5, 4000), rng.integers(0, 9, 4000)])
+    first = forest.tree((0, 1, 2))
+    assert forest._cell_cache
+    forest.release(lambda columns: len(columns) == 1, {0, 1, 2})
+    assert not forest._cell_cache and (0, 1, 2) not in forest.trees
+    again = forest.tree((0, 1, 2))
+    assert again is not first
+    for before, after in zip(first.levels, again.levels, strict=True):
+        np.testing.assert_array_equal(before.noisy_count, after.noisy_count)
+        np.testing.assert_array_equal(before.key, after.key)

@@ -129,3 +129,20 @@ def test_2dim_refinement_draws_what_the_general_steps_draw():
         np.testing.assert_array_equal(low, expected[0])
         np.testing.assert_array_equal(high, expected[1])
         assert np.any(low != pool.low[entries])  # the draws moved ranges
+
+
+def test_refinement_prepared_up_front_holds_two_tree_sizes_and_draws_the_same_rows():
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=6000)
+    matrix = np.c_[x, x + rng.normal(0, 0.3, 6000), rng.integers(0, 5, 6000), rng.uniform(0, 1, 6000)]
+    lazy = Harvester(make_forest(matrix)).harvest((0, 1, 2, 3))
+    harvester = Harvester(make_forest(matrix))
+    harvester.prepare_refinement((0, 1, 2, 3), keep=lambda columns: len(columns) == 1)
+    # the trees and preorders of each size went once those one column wider were done; the pools'
+    # subnodes once their sub-pool ranges existed
+    assert sorted({len(columns) for columns in harvester.forest.trees}) == [1, 4]
+    assert sorted({len(columns) for columns in harvester._preorders}) == [1, 4]
+    assert all(pool.subnodes is None for columns, pool in harvester._pools.items() if len(columns) > 1)
+    prepared = harvester.harvest((0, 1, 2, 3))
+    for name in ("low", "high", "count", "origin"):
+        np.testing.assert_array_equal(getattr(prepared, name), getattr(lazy, name))

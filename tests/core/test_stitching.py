@@ -191,3 +191,25 @@ def test_a_join_keeps_floats_only_for_the_columns_asked_and_joins_the_same_rows(
         kept.column_values(0)
     patched = patch(left, microtable({3: np.arange(100.0)}), rng=np.random.default_rng(2), keep_values=())
     assert patched.values.shape == (left.num_rows, 0) and patched.num_rows == left.num_rows
+
+
+def test_assemble_holds_no_cluster_of_its_own_while_the_next_one_is_materialized():
+    import weakref
+
+    from syndiffix_core.clustering import Clusters, DerivedCluster
+    from syndiffix_core.stitching import assemble
+
+    rng = np.random.default_rng(4)
+    made: list[weakref.ref] = []
+    alive_at_start: list[bool] = []
+
+    def materialize(columns):
+        alive_at_start.append(len(made) >= 2 and made[-1]() is not None)  # the previous derived cluster
+        table = microtable({c: rng.normal(size=400) for c in columns})
+        made.append(weakref.ref(table))
+        return table
+
+    clusters = Clusters((0, 1), (DerivedCluster((2,), (0,)), DerivedCluster((3,), (1,))))
+    joined = assemble(clusters, materialize, entropies=None, rng=rng)
+    assert joined.columns == (0, 1, 2, 3)
+    assert alive_at_start == [False, False, False]

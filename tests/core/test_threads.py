@@ -87,9 +87,9 @@ def test_a_small_table_builds_its_trees_on_one_thread(monkeypatch):
     asked = []
     prepare = Harvester.prepare_refinement
 
-    def recording(self, columns, threads=1):
+    def recording(self, columns, threads=1, **options):
         asked.append(threads)
-        return prepare(self, columns, threads)
+        return prepare(self, columns, threads, **options)
 
     monkeypatch.setattr(Harvester, "prepare_refinement", recording)
     table, _ = generated_table(3000, 5)
