@@ -1,4 +1,4 @@
-"""The `syndiffix-ops` command line: run, validate, report, risk and demo (see docs/cli.md, docs/risk.md).
+"""The `syndiffix-ops` command line: run, validate, keys, report, risk and demo (see docs/cli.md, docs/risk.md).
 
 Exit codes, for scripts:
   0  every table succeeded (or the config is valid)
@@ -140,6 +140,62 @@ def validate(config_path: Path, verbose: bool) -> None:
             f"Next: [bold]syndiffix-ops run {escape(str(config_path))} --dry-run[/bold] checks it against "
             "the databases."
         )
+
+
+@main.command()
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Print nothing but compare: exit 1 with one line when the YAML's keys and the source's differ.",
+)
+@verbose_option
+def keys(config_path: Path, check: bool, verbose: bool) -> None:
+    """Print the source's declared keys of CONFIG's tables as YAML key declarations (docs/cli.md).
+
+    Pasted into CONFIG with `keys_from_database: false`, they plan the same linked sets and keys as
+    reading the database; Airflow then runs each linked set as a task group. Reads schema metadata only.
+    """
+    _configure_logging(verbose)
+    with handle_errors(verbose):
+        from syndiffix_ops.frozen_keys import UnexpressibleKeys, freeze_keys, key_drift
+
+        config = load_config_or_fail(config_path)
+        with _source_key_reader(config) as read_keys:
+            if check:
+                drift = key_drift(config, read_keys)
+                if drift:
+                    error_console.print(
+                        f"keys differ from the source database: {escape('; '.join(drift))}",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+                    raise click.exceptions.Exit(EXIT_TABLE_FAILED)
+                console.print(
+                    f"{escape(str(config_path))}: the YAML's keys are the source's", highlight=False
+                )
+                return
+            try:
+                frozen = freeze_keys(config, read_keys)
+            except UnexpressibleKeys as error:
+                raise UsageFailure(str(error)) from None
+        click.echo(frozen.yaml_text, nl=False)
+
+
+@contextlib.contextmanager
+def _source_key_reader(config: PipelineConfig) -> Iterator[Any]:
+    """A reader of the source's declared keys; a wrong URL fails as one line naming the side."""
+    from syndiffix_ops.connections import connect, create_engine
+    from syndiffix_ops.run_plan import database_key_reader
+
+    label = f"{config.config_path or 'config'} (reading the source's keys)"
+    source, _ = create_engine("source", None, config.source_url, label)
+    try:
+        with connect(source, "source", label):
+            pass
+        yield database_key_reader(source)
+    finally:
+        source.dispose()
 
 
 @main.command()
@@ -292,20 +348,12 @@ def run_tables(
 def _run_plan(config: PipelineConfig) -> Any:
     """Linked sets from the YAML's keys and, unless keys_from_database is false, the source's."""
 
-    from syndiffix_ops.run_plan import database_key_reader, plan_run
+    from syndiffix_ops.run_plan import plan_run
 
     if not config.keys_from_database:
         return plan_run(config)
-    from syndiffix_ops.connections import connect, create_engine
-
-    label = f"{config.config_path or 'config'} (reading the source's keys)"
-    source, _ = create_engine("source", None, config.source_url, label)
-    try:
-        with connect(source, "source", label):  # a wrong URL fails here, as one line naming the side
-            pass
-        return plan_run(config, database_key_reader(source))
-    finally:
-        source.dispose()
+    with _source_key_reader(config) as read_keys:
+        return plan_run(config, read_keys)
 
 
 def _naming(table: str, message: str) -> str:
