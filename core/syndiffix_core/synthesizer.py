@@ -36,6 +36,10 @@ MAX_SINGLE_CLUSTER_COLUMNS = 12
 # Tables with fewer rows build a cluster's trees on one thread: their numpy calls are too short to
 # release the GIL for long, so a second thread adds CPU time (GIL hand-offs) and no speed.
 THREADED_TREES_MIN_ROWS = 500_000
+# Tables with fewer rows materialize their clusters in the calling process: there a worker's fork,
+# the pickled microdata it sends back and the shared trees it rebuilds cost 5-45 % more CPU time
+# (the 5,000-row tables of bench/fidelity) for a wall-time gain of well under a second.
+PARALLEL_CLUSTERS_MIN_ROWS = 10_000
 
 
 @dataclass
@@ -103,7 +107,8 @@ def synthesize(
     """Anonymized synthetic copy of `df` (every non-AID column, input dtypes, rows shuffled).
 
     `workers`: processes that materialize the clusters of a wide table side by side (default: the CPUs
-    this process may use; 1 = all in this process). The output does not depend on it.
+    this process may use; 1 = all in this process; tables under PARALLEL_CLUSTERS_MIN_ROWS rows always
+    use 1). The output does not depend on it.
 
     `derive` maps columns of `df` to SQL-like expressions over other columns (syndiffix_core.derive):
     those columns are not synthesized but computed from the synthetic ones, in their source type.
@@ -138,6 +143,8 @@ def synthesize(
     codecs, matrix = encode_frame(data, column_kinds)
     entities = _entities(data, aid_frame, secret)
     threads = worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1
+    if len(data) < PARALLEL_CLUSTERS_MIN_ROWS:
+        worker_count = 1
     data = data.iloc[:0].copy()  # encoded: from here on only the columns and their dtypes are read
     del aid_frame
     anonymization = anonymization or AnonymizationParams()

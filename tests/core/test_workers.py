@@ -11,12 +11,35 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from syndiffix_core import synthesize
+from syndiffix_core import synthesize, synthesizer
 from syndiffix_core.errors import InvalidInputError
 from syndiffix_core.workers import ParallelMaterializer, WorkerDied, can_fork
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "compare_reference"))
 from compare import generated_table
+
+PARALLEL_CLUSTERS_MIN_ROWS = synthesizer.PARALLEL_CLUSTERS_MIN_ROWS
+
+
+@pytest.fixture(autouse=True)
+def small_tables_use_workers(monkeypatch):
+    # These tests run the worker path on tables small enough to be quick; the size rule has its own test.
+    monkeypatch.setattr(synthesizer, "PARALLEL_CLUSTERS_MIN_ROWS", 0)
+
+
+def test_a_table_below_the_size_rule_materializes_its_clusters_in_the_calling_process(monkeypatch):
+    monkeypatch.setattr(synthesizer, "PARALLEL_CLUSTERS_MIN_ROWS", PARALLEL_CLUSTERS_MIN_ROWS)
+    table, _ = generated_table(4000, 10)
+    logged: list[str] = []
+    children_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    synthesize(table, salt="workers", workers=2, progress=lambda stage, _: logged.append(stage))
+    children_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert len(table) < PARALLEL_CLUSTERS_MIN_ROWS
+    assert sum("stitched" in stage for stage in logged) >= 2  # several clusters, all in this process
+    assert (children_after.ru_utime, children_after.ru_stime) == (
+        children_before.ru_utime,
+        children_before.ru_stime,
+    )
 
 
 def test_two_workers_give_the_single_worker_output():
