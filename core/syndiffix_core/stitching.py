@@ -138,7 +138,8 @@ def stitch(
 
     Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
     entropy first, then round robin) while the halves stay balanced between the sides; each final range
-    is merged by sorting both sides on the stitch columns and zipping them.
+    is merged by sorting both sides on the stitch columns and zipping them. A column only one side holds
+    then takes that side's own values at the merged row count, in the paired rows' order.
 
     ``column_ranges`` (column -> (low, size)) and ``null_values`` (column -> value nulls sort as) are the
     forest's; without them both are derived from the two sides' values.
@@ -177,7 +178,48 @@ def stitch(
         take_right = slot % 2 == 1
         if owner is StitchOwner.BEST:
             take_right = choose_stitch_values(left, right, stitch_columns, left_rows, right_rows, take_right)
-    return _join(left, right, left_rows, right_rows, take_right=take_right, keep_values=keep_values)
+    left_rows_of = {
+        c: _calibrated_rows(_order_key(left, c), left_rows, rng)
+        for c in left.columns
+        if c not in right.columns
+    }
+    right_rows_of = {
+        c: _calibrated_rows(_order_key(right, c), right_rows, rng)
+        for c in right.columns
+        if c not in left.columns
+    }
+    return _join(
+        left,
+        right,
+        left_rows,
+        right_rows,
+        take_right=take_right,
+        keep_values=keep_values,
+        left_rows_of=left_rows_of,
+        right_rows_of=right_rows_of,
+    )
+
+
+def _order_key(table: Microtable, column: int) -> np.ndarray:
+    """Values that order a column's rows: its floats where the table keeps them, else the rank of its
+    typed value (nulls first)."""
+    if column in table.value_columns:
+        return table.column_values(column)
+    return pd.factorize(table.typed[column], sort=True)[0].astype(float)
+
+
+def _calibrated_rows(values: np.ndarray, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per output row, the row of one side whose value it takes in one column of that side (`values`:
+    the column's order keys, `rows`: the side's row paired with each output row): the output's rows keep
+    their order in the column (ties in random order), and its values are the side's own, each as often
+    as its share of the side's rows gives (quantiles at the output's row count)."""
+    n_out, n_right = len(rows), len(values)
+    by_output = np.lexsort((rng.random(n_out), values[rows]))
+    by_value = np.lexsort((rng.random(n_right), values))
+    quantile = ((np.arange(n_out) + 0.5) * (n_right / n_out)).astype(np.int64)
+    calibrated = np.empty(n_out, dtype=np.int64)
+    calibrated[by_output] = by_value[quantile]
+    return calibrated
 
 
 def _place_nulls(
@@ -399,10 +441,13 @@ def _join(
     *,
     take_right: np.ndarray | None,
     keep_values: Collection[int] | None = None,
+    left_rows_of: Mapping[int, np.ndarray] | None = None,
+    right_rows_of: Mapping[int, np.ndarray] | None = None,
 ) -> Microtable:
     """Row i of the result is left row ``left_rows[i]`` next to right row ``right_rows[i]``; a column on
     both sides comes from the right where ``take_right`` is set, else from the left. Floats are kept for
-    the columns in `keep_values` (default: all)."""
+    the columns in `keep_values` (default: all). `left_rows_of`/`right_rows_of`: per column of one side,
+    the rows its values come from instead."""
     columns = list(left.columns) + [c for c in right.columns if c not in left.columns]
     value_columns = [c for c in columns if keep_values is None or c in keep_values]
     values = np.empty((len(left_rows), len(value_columns)))
@@ -419,11 +464,13 @@ def _join(
             combined = pd.concat([left.typed[column], right.typed[column]], ignore_index=True)
             typed[column] = combined.take(indices).reset_index(drop=True)
         elif in_left:
+            rows = left_rows if left_rows_of is None else left_rows_of.get(column, left_rows)
             if keep:
-                target[:] = left.column_values(column)[left_rows]
-            typed[column] = left.typed[column].take(left_rows).reset_index(drop=True)
+                target[:] = left.column_values(column)[rows]
+            typed[column] = left.typed[column].take(rows).reset_index(drop=True)
         else:
+            rows = right_rows if right_rows_of is None else right_rows_of.get(column, right_rows)
             if keep:
-                target[:] = right.column_values(column)[right_rows]
-            typed[column] = right.typed[column].take(right_rows).reset_index(drop=True)
+                target[:] = right.column_values(column)[rows]
+            typed[column] = right.typed[column].take(rows).reset_index(drop=True)
     return Microtable(tuple(columns), values, typed, tuple(value_columns))

@@ -72,6 +72,31 @@ def test_stitch_column_keeps_its_one_dimensional_distribution(chain):
     assert abs(out.num_rows - (left.num_rows + right.num_rows) / 2) < 0.01 * left.num_rows
 
 
+def largest_cdf_gap(a: np.ndarray, b: np.ndarray) -> float:
+    """Kolmogorov-Smirnov distance: the largest gap between the two samples' cumulative shares."""
+    points = np.union1d(a, b)
+    share_a = np.searchsorted(np.sort(a), points, side="right") / len(a)
+    share_b = np.searchsorted(np.sort(b), points, side="right") / len(b)
+    return float(np.abs(share_a - share_b).max())
+
+
+@pytest.mark.parametrize("owner", list(StitchOwner))
+def test_columns_of_one_side_keep_their_values_through_the_merge(chain, owner):
+    """The merge cuts or repeats rows to fit the sides; a column that only one side holds still comes out
+    with that side's values, each as often as its share gives at the output's row count (the left's
+    20 000 rows cut to 19 850 lose 150 values spread over the range; the right's 19 700 gain 150
+    values, each repeated once), so no value is lost or repeated by chance."""
+    left, right, _ = chain
+    out = stitch(left, right, [0], owner=owner, rng=np.random.default_rng(1))
+    for column, side in ((1, left), (2, right)):
+        assert largest_cdf_gap(out.column_values(column), side.column_values(column)) < 2 / out.num_rows
+    values, counts = np.unique(out.column_values(2), return_counts=True)
+    if out.num_rows >= right.num_rows:
+        np.testing.assert_array_equal(values, np.unique(right.column_values(2)))
+        assert counts.max() <= 2 and counts.sum() == out.num_rows
+    assert np.unique(out.column_values(1)).size == min(out.num_rows, left.num_rows)
+
+
 def test_rows_are_whole_rows_of_their_side(chain):
     left, right, _ = chain
     out = stitch(left, right, [0], owner=StitchOwner.LEFT, rng=np.random.default_rng(2))
