@@ -13,6 +13,7 @@ from syndiffix_core.clustering import (
     solve,
     solve_stable,
 )
+from syndiffix_core.clustering import builder as builder_module
 from syndiffix_core.clustering.builder import column_weights
 from syndiffix_core.clustering.dependence import conditional_excess, content_sample
 from syndiffix_core.clustering.solver import solve_permutation
@@ -385,4 +386,13 @@ def test_a_stitch_column_joins_where_the_stitch_implies_a_false_link_to_earlier_
 def test_no_stitch_column_joins_where_the_stitch_implies_the_links_right(seed):
     sample = implied_links_sample(seed, depth_follows_table=True)
     clusters = _depth_cluster_builder(sample, [False, True, True, True, True]).build(range(5))
+    assert [c.stitch_columns for c in clusters.derived] == [(3, 0)]
+
+
+def test_no_stitch_column_joins_a_cluster_that_has_reached_the_column_cap(monkeypatch):
+    # depth stitched on table and cut is 3 columns: the rule may add a fourth, never a column past the cap.
+    sample = implied_links_sample(0, depth_follows_table=False)
+    ordered = [False, True, True, True, True]
+    monkeypatch.setattr(builder_module, "IMPLIED_LINKS_MAX_COLUMNS", 3)
+    clusters = _depth_cluster_builder(sample, ordered).build(range(5))
     assert [c.stitch_columns for c in clusters.derived] == [(3, 0)]

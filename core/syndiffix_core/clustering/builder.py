@@ -41,6 +41,9 @@ CONDITIONAL_MARGIN = 0.03
 # A member whose rank correlations with the earlier columns, as its stitch columns imply them, miss the
 # sample's by this much more in sum than with one further stitch column gets that column.
 IMPLIED_LINKS_MARGIN = 0.15
+# ... but only into a cluster of fewer columns than this: a cluster's trees double with each column
+# (a 5-column cluster of the 1M x 10 table of bench/bench_wide.py took 17 CPU-s against 9 as 4 columns).
+IMPLIED_LINKS_MAX_COLUMNS = 4
 
 
 class StitchOwner(enum.StrEnum):
@@ -361,7 +364,7 @@ class ClusterBuilder:
         ordered = self.ordered
         extra: list[int] = []
         for member in cluster:
-            if not ordered[member]:
+            if not ordered[member] or len(cluster) + len(stitch) + len(extra) >= IMPLIED_LINKS_MAX_COLUMNS:
                 continue
             chosen = [column for column in stitch + extra if ordered[column]]
             earlier = [column for column in available if ordered[column] and column not in stitch + extra]
