@@ -76,8 +76,24 @@ def _square_or_fail(columns):
     return sum(c * c for c in columns)
 
 
+_OTHERS_CHILDREN: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def children_of_other_tests():
+    # Children this process had before the test are not the materializer's (Airflow's OpenLineage
+    # listener, run by earlier tests in this process, keeps a process pool alive).
+    _OTHERS_CHILDREN.update(child.pid for child in multiprocessing.active_children())
+    yield
+    _OTHERS_CHILDREN.clear()
+
+
 def _live_children() -> list[multiprocessing.process.BaseProcess]:
-    return [child for child in multiprocessing.active_children() if child.is_alive()]
+    return [
+        child
+        for child in multiprocessing.active_children()
+        if child.is_alive() and child.pid not in _OTHERS_CHILDREN
+    ]
 
 
 def test_the_materializer_returns_each_cluster_and_reaps_its_processes():
