@@ -615,3 +615,27 @@ def test_a_context_bucket_with_more_children_than_its_parents_take_does_not_shif
         assigned, minlength=parents
     )
     assert np.corrcoef(context, realized)[0, 1] > 0.9 * np.corrcoef(context, means)[0, 1]
+
+
+def test_a_childs_mean_is_also_kept_with_the_parent_column_outside_the_context_it_depends_on_most():
+    """Orders' amounts follow their customer's income, not the age the orders are matched on: the
+    customers' synthesis keeps the mean amount with the income as well as with the age, and with no
+    column the mean does not depend on."""
+    parents, children = _customers_orders(customers=1500)
+    rng = np.random.default_rng(2)
+    parents["income"] = rng.gamma(2.0, 20.0, len(parents))
+    parents["visits"] = rng.integers(0, 50, len(parents))
+    owner = children.customer_id.to_numpy(dtype=np.int64) - 1
+    children["amount"] = parents.income.to_numpy()[owner] * rng.gamma(8.0, 1 / 8, len(children))
+    tables = _link(parents, children, context=("age",), aggregates=("amount",))
+    given = {}
+
+    def record(name, frame, aids, pairs):
+        given[name] = pairs
+        return frame.drop(columns=aids)
+
+    synthesize_linked(tables, salt=SALT, synthesize_table=record)
+    kept = set(given["customers"])
+    assert ("income", "__link_mean_0_amount") in kept
+    assert not {("visits", "__link_mean_0_amount"), ("segment", "__link_mean_0_amount")} & kept
+    assert ("age", "__link_mean_0_amount") in kept

@@ -107,7 +107,7 @@ def synthesize_linked(
 def synthesize_member(prepared: PreparedSet, name: str, synthesize_table: TableSynthesizer) -> pd.DataFrame:
     """Table `name` synthesized with its link columns, its single-column keys fresh, not linked yet."""
     frame, aids = synthesis_frame(name, prepared.tables, list(prepared.links), prepared.entities[name])
-    pairs = kept_together(name, list(prepared.links), frame.columns)
+    pairs = kept_together(name, list(prepared.links), frame)
     synthetic = synthesize_table(name, frame, aids, pairs).reset_index(drop=True)
     _add_surrogate_keys(prepared.tables[name], synthetic, prepared.secret)
     return synthetic
