@@ -683,3 +683,7 @@ def demo(directory: Path, rows: int | None, verbose: bool) -> None:
             console, paths, loaded, written, index, salt_origin, seconds=time.perf_counter() - started
         )
     raise click.exceptions.Exit(exit_code(outcomes))
+
+
+if __name__ == "__main__":
+    main(prog_name="syndiffix-ops")

@@ -382,3 +382,14 @@ def test_a_monitor_closing_the_progress_pipe_mid_event_loses_that_event_not_the_
     assert delivered[0] == "read"  # the read's end: the first event after the one the monitor dropped
     with sa.create_engine(f"sqlite:///{tmp_path / 'target.sqlite'}").connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM orders").scalar_one() > 0
+
+
+@pytest.mark.parametrize("module", ["syndiffix_ops", "syndiffix_ops.cli"])
+def test_python_dash_m_runs_the_command(module: str) -> None:
+    """`python -m` works where the console script is not on PATH, and names the command as the script does."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage: syndiffix-ops" in done.stdout
+    assert "run" in done.stdout.split("Commands:")[1]
