@@ -396,3 +396,34 @@ def test_no_stitch_column_joins_a_cluster_that_has_reached_the_column_cap(monkey
     monkeypatch.setattr(builder_module, "IMPLIED_LINKS_MAX_COLUMNS", 3)
     clusters = _depth_cluster_builder(sample, ordered).build(range(5))
     assert [c.stitch_columns for c in clusters.derived] == [(3, 0)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stitch_choice_does_not_depend_on_the_order_of_available_columns(seed: int) -> None:
+    """The solver keeps stitch choices per (cluster, set of available columns): that is only exact if the
+    order in which earlier clusters listed their columns never changes the choice or its score."""
+    rng = np.random.default_rng(seed)
+    size = 9
+    dependence = rng.random((size, size)) ** 3
+    entropies = rng.uniform(0, 6, size)
+    main = int(rng.integers(size)) if seed % 2 else None
+    columns = rng.permutation(size).tolist()
+    cluster, available = columns[:3], columns[3:]
+    choices = []
+    for order in (available, available[::-1], rng.permutation(available).tolist()):
+        # A fresh builder per order, so that no kept choice answers for another order.
+        builder = ClusterBuilder(dependence, entropies, max_weight=15, merge_threshold=0.1, main_column=main)
+        choices.append(builder._stitch_columns(cluster, 7.5, list(order)))
+    assert choices[1] == choices[0] and choices[2] == choices[0]
+    assert choices[0][0] and set(choices[0][0]) <= set(available)
+
+
+def test_kept_stitch_choices_are_not_changed_by_their_callers() -> None:
+    """`build` extends the stitch list it gets; the next permutation with the same cluster must not see that."""
+    rng = np.random.default_rng(3)
+    dependence = rng.random((6, 6))
+    builder = ClusterBuilder(dependence, np.full(6, 2.0), max_weight=30, merge_threshold=0.05)
+    first, _ = builder._stitch_columns([4, 5], 3.0, [0, 1, 2, 3])
+    first.append(99)
+    again, _ = builder._stitch_columns([4, 5], 3.0, [3, 2, 1, 0])
+    assert 99 not in again

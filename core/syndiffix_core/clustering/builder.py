@@ -133,6 +133,7 @@ class ClusterBuilder:
         self.ordered = list(ordered) if ordered is not None else None
         self._rank_correlation: np.ndarray | None = None
         self._total_dependence = float(dependence.sum())
+        self._stitch_choices: dict[tuple[tuple[int, ...], frozenset[int]], tuple[tuple[int, ...], float]] = {}
 
     def build(self, permutation: Sequence[int], *, refine_stitches: bool = True) -> Clusters:
         """The clusters of a permutation. With ``refine_stitches`` a further stitch column gives way to a
@@ -246,7 +247,21 @@ class ClusterBuilder:
     ) -> tuple[list[int], float]:
         """Stitch columns for a derived cluster, from the columns placed before it: the best one (or the
         main column) always, then others that depend enough on the cluster while the weight allows.
-        Also returns the summed dependence between the chosen stitch columns and the cluster."""
+        Also returns the summed dependence between the chosen stitch columns and the cluster.
+
+        The choice depends on the cluster (in placement order, which fixes ``weight``) and on the set of
+        available columns, not their order; the solver meets the same pair a few thousand times more
+        often than distinct ones, so choices are kept."""
+        key = (tuple(cluster), frozenset(available))
+        known = self._stitch_choices.get(key)
+        if known is None:
+            known = self._choose_stitch_columns(cluster, weight, available)
+            self._stitch_choices[key] = known
+        return list(known[0]), known[1]
+
+    def _choose_stitch_columns(
+        self, cluster: list[int], weight: float, available: list[int]
+    ) -> tuple[tuple[int, ...], float]:
         dep = self.dependence
         size = len(cluster)
         scored = []
@@ -284,7 +299,7 @@ class ClusterBuilder:
             stitch.append(candidate)
             covered += total
             total_weight += self.weights[candidate]
-        return stitch, covered
+        return tuple(stitch), covered
 
     def _judge_near_ties(
         self, cluster: list[int], weight: float, stitch: list[int], available: list[int]
