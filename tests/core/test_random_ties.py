@@ -1,0 +1,63 @@
+"""order_with_random_ties must be exactly np.lexsort((randoms, keys)) for every kind of key column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from syndiffix_core.random_ties import order_with_random_ties
+
+
+def _keys(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "distinct":
+        return rng.lognormal(size=n)
+    if kind == "few":
+        return rng.integers(0, 5, n).astype(float)
+    if kind == "many_ties":  # more tied runs than fit one composite integer key
+        return rng.integers(0, 5_000, n).astype(float)
+    if kind == "some_ties":
+        keys = rng.normal(size=n)
+        rounded = rng.random(n) < 0.2  # a fifth of the rows on one of ~60 values, the rest distinct
+        keys[rounded] = np.round(keys[rounded], 1)
+        return keys
+    if kind == "nan_inf_zero":
+        return rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5], n)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["distinct", "few", "many_ties", "some_ties", "nan_inf_zero"])
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 20_000])
+def test_equals_lexsort(kind: str, n: int) -> None:
+    rng = np.random.default_rng(n + len(kind))
+    keys = _keys(kind, n, rng)
+    randoms = rng.random(n)
+    assert np.array_equal(order_with_random_ties(keys, randoms), np.lexsort((randoms, keys)))
+
+
+def test_equal_random_numbers_within_a_tie_fall_back_to_row_order() -> None:
+    """Two tied rows with the same random number keep their row order, as lexsort keeps them."""
+    rng = np.random.default_rng(1)
+    keys = rng.integers(0, 3, 1_000).astype(float)
+    randoms = rng.random(1_000)
+    randoms[10::7] = randoms[3]  # many copies of one random number, across every key value
+    assert np.array_equal(order_with_random_ties(keys, randoms), np.lexsort((randoms, keys)))
+
+
+def test_sorts_by_key_then_random_number() -> None:
+    keys = np.array([2.0, 1.0, 2.0, 1.0, np.nan, 2.0])
+    randoms = np.array([0.9, 0.5, 0.1, 0.2, 0.3, 0.5])
+    assert order_with_random_ties(keys, randoms).tolist() == [3, 1, 2, 5, 0, 4]
+
+
+def test_random_numbers_that_differ_only_in_their_lowest_bits() -> None:
+    """With thousands of tied runs the sort key keeps fewer than 53 bits of each random number: rows whose
+    numbers differ only below those bits must still come in the order of their whole numbers."""
+    rng = np.random.default_rng(2)
+    keys = np.repeat(np.arange(2_000, dtype=float), 2)
+    base = rng.integers(0, 2**50, 2_000) * 2.0 * 2.0**-53  # even multiples of 2**-53
+    randoms = np.empty(4_000)
+    randoms[0::2] = base + 2.0**-53  # the larger number first in each pair
+    randoms[1::2] = base
+    order = order_with_random_ties(keys, randoms)
+    assert np.array_equal(order, np.lexsort((randoms, keys)))
+    assert order[:2].tolist() == [1, 0]
