@@ -307,8 +307,8 @@ class Forest:
         row_limit = 0
         if k == 1:
             row_limit = self._row_limit(base_seed)
-            # One value order serves the push-down and the tree (rows of equal value in any order).
-            value_order = np.argsort(column_values, kind="stable")
+            # One value order serves the push-down and the tree.
+            value_order = _value_order(column_values)
             depth_offset = self._push_down(columns[0], row_limit, value_order, column_values)
             max_depth = MAX_DEPTH
         else:
@@ -688,3 +688,10 @@ def _morton_code(cells: list[np.ndarray], depth: int) -> np.ndarray:
             else:
                 code |= spread
     return code
+
+
+def _value_order(values: np.ndarray) -> np.ndarray:
+    """Rows in value order (NaN last). Rows of equal value may come in any order: nothing a tree holds
+    depends on it (its nodes are value ranges, and a node's representative row stands for its value),
+    so numpy's vectorized sort serves, several times faster than a stable one on distinct values."""
+    return np.argsort(values)

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from syndiffix_core import forest as forest_module
 from syndiffix_core.anonymizer import CountAnonymizer, Entities
 from syndiffix_core.forest import Forest, null_mapping, snap_range
 from syndiffix_core.noise import Salt
@@ -256,3 +257,32 @@ def test_released_cells_and_trees_are_rebuilt_identically():
     for before, after in zip(first.levels, again.levels, strict=True):
         np.testing.assert_array_equal(before.noisy_count, after.noisy_count)
         np.testing.assert_array_equal(before.key, after.key)
+
+
+def test_one_dim_trees_do_not_depend_on_the_order_of_equal_values(monkeypatch):
+    """A 1-dim tree sorts its column with numpy's default (unstable) sort: whatever order rows of equal
+    value come in, the tree, its counts and the values its nodes stand for are the same."""
+    rng = np.random.default_rng(11)
+    matrix = np.column_stack([rng.integers(0, 6, 4_000), np.round(rng.normal(size=4_000), 1)]).astype(float)
+    matrix[rng.random(4_000) < 0.1, 1] = np.nan
+    argsort = np.argsort
+
+    def ties_reversed(values):
+        # The stable order with every run of equal values reversed (NaNs count as equal).
+        order = argsort(values, kind="stable")
+        keys = np.nan_to_num(values[order], nan=np.inf)
+        run = np.concatenate(([0], np.cumsum(keys[1:] != keys[:-1])))
+        return order[np.lexsort((-np.arange(len(order)), run))]
+
+    monkeypatch.setattr(forest_module, "_value_order", lambda values: argsort(values, kind="stable"))
+    stable = make_forest(matrix)
+    monkeypatch.setattr(forest_module, "_value_order", ties_reversed)
+    shuffled = make_forest(matrix)
+    for j in range(2):
+        for a, b in zip(stable.trees[(j,)].levels, shuffled.trees[(j,)].levels, strict=True):
+            for name in ("key", "singular_dims", "singular", "lcf_low", "branch", "noisy_count"):
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+            np.testing.assert_array_equal(
+                stable.values_at(a.rep_row, [j]), shuffled.values_at(b.rep_row, [j])
+            )
+    assert not np.array_equal(stable.trees[(0,)].levels[-1].rep_row, shuffled.trees[(0,)].levels[-1].rep_row)
