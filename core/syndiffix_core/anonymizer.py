@@ -534,7 +534,10 @@ class CountAnonymizer:
     def _count_implicit(self, entity_seed, counts, bucket_seeds) -> NodeCounts:
         lcf_low, sing_low, range_low = self._thresholds(counts, entity_seed)
         sd = self.params.layer_noise_sd
-        noise = self.salt.gaussian(bucket_seeds, "noise", sd) + self.salt.gaussian(entity_seed, "noise", sd)
+        # Both layers in one call (each seed's noise is computed on its own): half the per-call cost.
+        seeds = np.concatenate((np.asarray(bucket_seeds, np.uint64), np.asarray(entity_seed, np.uint64)))
+        layers = self.salt.gaussian(seeds, "noise", sd)
+        noise = layers[: counts.size] + layers[counts.size :]
         noisy = np.maximum(np.rint(counts + noise), 1).astype(np.int64)
         return NodeCounts(lcf_low, sing_low, range_low, noisy, counts)
 

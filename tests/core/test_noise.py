@@ -20,6 +20,18 @@ def test_noise_is_sticky_per_salt_and_seed():
     assert np.mean(first == other_step) < 0.01
 
 
+def test_gaussian_of_joined_seeds_equals_each_part_alone():
+    # The anonymizer draws a node's bucket and entity layers in one call on the joined seeds.
+    rng = np.random.default_rng(3)
+    salt = Salt.from_secret("s")
+    for size in (1, 2, 7, 500):
+        first = rng.integers(0, 2**64, size=size, dtype=np.uint64)
+        second = rng.integers(0, 2**64, size=size, dtype=np.uint64)
+        joined = salt.gaussian(np.concatenate((first, second)), "noise", sd=1.7)
+        np.testing.assert_array_equal(joined[:size], salt.gaussian(first, "noise", sd=1.7))
+        np.testing.assert_array_equal(joined[size:], salt.gaussian(second, "noise", sd=1.7))
+
+
 def test_gaussian_layer_is_standard_normal():
     noise = Salt.from_secret("s").gaussian(np.arange(200_000, dtype=np.uint64), "noise", sd=2.0)
     assert abs(noise.mean()) < 0.03
