@@ -4,7 +4,9 @@ Stitching orders every column of one side this way at every stitch (stitching.py
 twice per column; at a million rows the two lexsorts were two thirds of a stitch. A lexsort sorts the
 random numbers as a whole and then the keys stably, both with merge sorts. Here the keys are sorted with
 numpy's (vectorized, unstable) default sort, and only the rows whose key is tied get ordered by their
-random number. The result is the same permutation: the tests compare it with `np.lexsort`.
+random number. Keys that are whole numbers within a span of 2**31 (codes, counts, booleans, dates) need no
+sort of their own: the key itself is the high part of one integer sort key, the random number the low
+part. The result is the same permutation: the tests compare it with `np.lexsort`.
 """
 
 from __future__ import annotations
@@ -13,11 +15,16 @@ import numpy as np
 
 # `Generator.random` gives multiples of 2**-53, so a random number times 2**53 is an exact integer.
 _RANDOM_BITS = 53
+# Whole-number keys spanning fewer values than this are sorted in one composite integer sort.
+_WHOLE_SPAN = 1 << 31
 
 
 def order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> np.ndarray:
     """The permutation `np.lexsort((randoms, keys))`: rows by key (NaN last, NaNs equal), rows of equal
     keys by their random number, rows equal in both by position. `randoms`: `Generator.random` draws."""
+    ranks = _whole_number_ranks(keys)
+    if ranks is not None:
+        return _order_by_rank(ranks, randoms, np.arange(len(keys)))
     order = np.argsort(keys)
     sorted_keys = keys[order]
     tied_with_next = sorted_keys[1:] == sorted_keys[:-1]
@@ -36,14 +43,38 @@ def order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> np.ndarray:
     return order
 
 
-def _order_runs(run: np.ndarray, randoms: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The order of tied rows (ascending `run`) by run, then random number, then row.
+def _whole_number_ranks(keys: np.ndarray) -> np.ndarray | None:
+    """Each key minus the smallest (NaN: one past the largest) when every non-NaN key is a whole number
+    and they span fewer than _WHOLE_SPAN values; else None."""
+    if len(keys) == 0:
+        return None
+    nan = np.isnan(keys)
+    present = keys[~nan] if nan.any() else keys
+    if len(present) == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    low, high = present.min(), present.max()
+    if not (np.isfinite(low) and np.isfinite(high)) or high - low >= _WHOLE_SPAN:
+        return None
+    if not np.array_equal(np.floor(present), present):
+        return None
+    ranks = keys - low
+    if nan.any():
+        ranks[nan] = high - low + 1
+    return ranks.astype(np.int64)
 
-    One integer sort: the run's rank in the high bits of an int64, below it as many of the random
-    number's bits as fit. Truncating keeps the random numbers' order, so only rows that share both rank
-    and kept bits (rare) are ordered again on the whole random number and the row."""
-    ranks = np.concatenate(([0], np.cumsum(run[1:] != run[:-1])))
-    random_bits = min(_RANDOM_BITS, 63 - int(ranks[-1]).bit_length())
+
+def _order_runs(run: np.ndarray, randoms: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The order of tied rows (ascending `run`) by run, then random number, then row."""
+    return _order_by_rank(np.concatenate(([0], np.cumsum(run[1:] != run[:-1]))), randoms, rows)
+
+
+def _order_by_rank(ranks: np.ndarray, randoms: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The order of rows by `ranks` (non-negative integers), then random number, then row.
+
+    One integer sort: the rank in the high bits of an int64, below it as many of the random number's
+    bits as fit. Truncating keeps the random numbers' order, so only rows that share both rank and kept
+    bits (rare) are ordered again on the whole random number and the row."""
+    random_bits = min(_RANDOM_BITS, 63 - int(ranks.max(initial=0)).bit_length())
     kept = (randoms * float(1 << _RANDOM_BITS)).astype(np.int64) >> (_RANDOM_BITS - random_bits)
     composite = (ranks.astype(np.int64) << random_bits) | kept
     order = np.argsort(composite)

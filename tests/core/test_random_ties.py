@@ -20,12 +20,21 @@ def _keys(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
         rounded = rng.random(n) < 0.2  # a fifth of the rows on one of ~60 values, the rest distinct
         keys[rounded] = np.round(keys[rounded], 1)
         return keys
+    if kind == "whole_nan_zero":  # whole numbers: one composite sort, NaN last, -0.0 equal to 0.0
+        keys = rng.integers(-3, 4, n).astype(float)
+        keys[rng.random(n) < 0.2] = np.nan
+        keys[keys == 0] = rng.choice([0.0, -0.0], int((keys == 0).sum()))
+        return keys
+    if kind == "wide_whole":  # whole numbers spanning more than one composite key holds
+        return rng.choice([0.0, 2.0**40, 3.0, 2.0**40 + 1], n)
     if kind == "nan_inf_zero":
         return rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5], n)
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind", ["distinct", "few", "many_ties", "some_ties", "nan_inf_zero"])
+@pytest.mark.parametrize(
+    "kind", ["distinct", "few", "many_ties", "some_ties", "whole_nan_zero", "wide_whole", "nan_inf_zero"]
+)
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 20_000])
 def test_equals_lexsort(kind: str, n: int) -> None:
     rng = np.random.default_rng(n + len(kind))
@@ -61,3 +70,9 @@ def test_random_numbers_that_differ_only_in_their_lowest_bits() -> None:
     order = order_with_random_ties(keys, randoms)
     assert np.array_equal(order, np.lexsort((randoms, keys)))
     assert order[:2].tolist() == [1, 0]
+
+
+def test_all_null_keys_keep_the_random_order() -> None:
+    randoms = np.array([0.5, 0.1, 0.9, 0.3])
+    keys = np.full(4, np.nan)
+    assert order_with_random_ties(keys, randoms).tolist() == [1, 3, 0, 2]
