@@ -43,6 +43,22 @@ def order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> np.ndarray:
     return order
 
 
+def order_by_rank_with_random_ties(ranks: np.ndarray, randoms: np.ndarray) -> np.ndarray:
+    """`order_with_random_ties` for keys given as non-negative integer ranks (equal keys, equal ranks)."""
+    return _order_by_rank(ranks, randoms, np.arange(len(ranks)))
+
+
+def dense_ranks(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per row, the number of distinct keys below its own (NaN last, NaNs equal); `order`: the rows in
+    key order (as `order_with_random_ties` gives them)."""
+    sorted_keys = keys[order]
+    new_value = sorted_keys[1:] != sorted_keys[:-1]
+    new_value &= ~(np.isnan(sorted_keys[1:]) & np.isnan(sorted_keys[:-1]))
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[order] = np.concatenate(([0], np.cumsum(new_value)))
+    return ranks
+
+
 def _whole_number_ranks(keys: np.ndarray) -> np.ndarray | None:
     """Each key minus the smallest (NaN: one past the largest) when every non-NaN key is a whole number
     and they span fewer than _WHOLE_SPAN values; else None."""

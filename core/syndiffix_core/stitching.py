@@ -22,7 +22,7 @@ import pandas as pd
 
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.forest import null_mapping, snap_range
-from syndiffix_core.random_ties import order_with_random_ties
+from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
 from syndiffix_core.stitch_values import choose_stitch_values
 
 # A split is accepted when, for both halves, the smaller side has at least this share of the larger.
@@ -215,8 +215,10 @@ def _calibrated_rows(values: np.ndarray, rows: np.ndarray, rng: np.random.Genera
     their order in the column (ties in random order), and its values are the side's own, each as often
     as its share of the side's rows gives (quantiles at the output's row count)."""
     n_out, n_right = len(rows), len(values)
-    by_output = order_with_random_ties(values[rows], rng.random(n_out))
+    output_randoms = rng.random(n_out)
     by_value = order_with_random_ties(values, rng.random(n_right))
+    # the output's keys are some of the side's: their ranks in the side's order sort as they do
+    by_output = order_by_rank_with_random_ties(dense_ranks(values, by_value)[rows], output_randoms)
     quantile = ((np.arange(n_out) + 0.5) * (n_right / n_out)).astype(np.int64)
     calibrated = np.empty(n_out, dtype=np.int64)
     calibrated[by_output] = by_value[quantile]

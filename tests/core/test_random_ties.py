@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from syndiffix_core.random_ties import order_with_random_ties
+from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
 
 
 def _keys(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -76,3 +76,22 @@ def test_all_null_keys_keep_the_random_order() -> None:
     randoms = np.array([0.5, 0.1, 0.9, 0.3])
     keys = np.full(4, np.nan)
     assert order_with_random_ties(keys, randoms).tolist() == [1, 3, 0, 2]
+
+
+@pytest.mark.parametrize("kind", ["distinct", "many_ties", "some_ties", "whole_nan_zero", "nan_inf_zero"])
+def test_rows_drawn_from_a_side_sort_by_their_dense_ranks(kind: str) -> None:
+    """Stitching orders rows drawn (with repeats) from one side by their ranks in the side's own order:
+    the same permutation as sorting their keys."""
+    rng = np.random.default_rng(3)
+    keys = _keys(kind, 5_000, rng)
+    order = order_with_random_ties(keys, rng.random(len(keys)))
+    rows = rng.integers(0, len(keys), 7_000)
+    randoms = rng.random(len(rows))
+    ranks = dense_ranks(keys, order)[rows]
+    assert np.array_equal(order_by_rank_with_random_ties(ranks, randoms), np.lexsort((randoms, keys[rows])))
+
+
+def test_dense_ranks_count_distinct_keys_below() -> None:
+    keys = np.array([2.5, np.nan, -1.0, 2.5, np.nan, 7.0])
+    order = order_with_random_ties(keys, np.linspace(0, 0.5, 6))
+    assert dense_ranks(keys, order).tolist() == [1, 3, 0, 1, 3, 2]
