@@ -134,7 +134,9 @@ LAHMAN_KEYS = {
     "aid": {"people": ["playerID"]},
     "options": {
         ("batting", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["AB"]},
-        ("batting", "yearID"): {"context": ["yearID", "W"], "aggregates": ["HR"]},
+        # a team's batters' mean games played follows its wins (+0.54) and no context column: a child
+        # column's per-parent mean keeps such a link only when it is declared as an aggregate
+        ("batting", "yearID"): {"context": ["yearID", "W"], "aggregates": ["HR", "G"]},
         ("pitching", "playerID"): {"context": ["height", "birthYear"], "aggregates": ["L"]},
         ("pitching", "yearID"): {"context": ["yearID", "W"], "aggregates": ["W", "L"]},
         ("salaries", "playerID"): {"context": ["birthYear", "weight"], "aggregates": ["salary"]},

@@ -427,3 +427,18 @@ def test_kept_stitch_choices_are_not_changed_by_their_callers() -> None:
     first.append(99)
     again, _ = builder._stitch_columns([4, 5], 3.0, [3, 2, 1, 0])
     assert 99 not in again
+
+
+def test_pairs_kept_together_that_the_solver_left_apart_are_joined_by_a_stitch_column() -> None:
+    """A pair whose columns the solver put into two clusters gets the earlier column as a further
+    stitch column of the later column's cluster; pairs that already share a cluster, own or stitch
+    column, change nothing."""
+    from syndiffix_core.clustering.builder import Clusters, DerivedCluster
+    from syndiffix_core.clustering.plan import with_pairs_joined
+
+    clusters = Clusters((0, 1, 2), (DerivedCluster((3, 4), (1,)), DerivedCluster((5, 6), (3,))))
+    assert with_pairs_joined(clusters, [(0, 1), (1, 4), (3, 5)]) == clusters
+    joined = with_pairs_joined(clusters, [(6, 0), (4, 2), (5, 4), (0, 6)])
+    assert joined.initial == (0, 1, 2)
+    assert joined.derived[0] == DerivedCluster((3, 4), (1, 2))
+    assert joined.derived[1] == DerivedCluster((5, 6), (3, 0, 4))

@@ -53,6 +53,18 @@ def _link(parents, children, **fk_options):
     }
 
 
+def _kept_pairs(tables) -> dict:
+    """Per table, the column pairs synthesize_linked asks the engine to keep in one cluster."""
+    given = {}
+
+    def record(name, frame, aids, pairs):
+        given[name] = pairs
+        return frame.drop(columns=aids)
+
+    synthesize_linked(tables, salt=SALT, synthesize_table=record)
+    return given
+
+
 def _children_per_parent(children: pd.DataFrame, parents: pd.DataFrame) -> pd.Series:
     return children.groupby("customer_id").size().reindex(parents.customer_id, fill_value=0)
 
@@ -532,13 +544,7 @@ def test_a_parents_child_statistics_are_clustered_with_the_columns_children_are_
 
     parents, children = _customers_orders(customers=300)
     tables = _link(parents, children, context=("age",), aggregates=("amount",))
-    given = {}
-
-    def record(name, frame, aids, pairs):
-        given[name] = pairs
-        return frame.drop(columns=aids)
-
-    synthesize_linked(tables, salt=SALT, synthesize_table=record)
+    given = _kept_pairs(tables)
     assert given == {"customers": (("age", "__link_n_0"), ("age", "__link_mean_0_amount")), "orders": ()}
 
     rng = np.random.default_rng(7)
@@ -628,14 +634,44 @@ def test_a_childs_mean_is_also_kept_with_the_parent_column_outside_the_context_i
     owner = children.customer_id.to_numpy(dtype=np.int64) - 1
     children["amount"] = parents.income.to_numpy()[owner] * rng.gamma(8.0, 1 / 8, len(children))
     tables = _link(parents, children, context=("age",), aggregates=("amount",))
-    given = {}
-
-    def record(name, frame, aids, pairs):
-        given[name] = pairs
-        return frame.drop(columns=aids)
-
-    synthesize_linked(tables, salt=SALT, synthesize_table=record)
+    given = _kept_pairs(tables)
     kept = set(given["customers"])
     assert ("income", "__link_mean_0_amount") in kept
     assert not {("visits", "__link_mean_0_amount"), ("segment", "__link_mean_0_amount")} & kept
     assert ("age", "__link_mean_0_amount") in kept
+
+
+def test_a_childs_count_is_kept_with_the_parent_column_it_depends_on_most_never_with_a_key_column():
+    """Teams of a season: how many players a team has is its franchise's habit, and its payroll follows
+    it; the wins the players are matched on do not. The team code, a column of the referenced
+    composite key, depends on the count most, but it names the team rather than describing it: the
+    count is kept with the payroll instead."""
+    rng = np.random.default_rng(4)
+    franchise = np.tile(np.arange(30), 40)
+    roster = rng.integers(3, 40, 30)[franchise]
+    teams = pd.DataFrame(
+        {
+            "year": np.repeat(np.arange(2000, 2040), 30),
+            "team": np.array([f"T{i:02d}" for i in range(30)])[franchise],
+            "wins": rng.integers(50, 110, 1200),
+            "payroll": roster * 3.0 + rng.normal(0, 40, 1200),
+        }
+    )
+    owner = np.repeat(np.arange(len(teams)), rng.poisson(roster))
+    players = pd.DataFrame(
+        {
+            "player_id": np.arange(len(owner)) + 1,
+            "year": teams.year.to_numpy()[owner],
+            "team": teams.team.to_numpy()[owner],
+            "games": rng.integers(1, 160, len(owner)),
+        }
+    )
+    key = ForeignKey(("year", "team"), "teams", ("year", "team"), context=("wins",), aggregates=("games",))
+    tables = {
+        "teams": LinkedTable("teams", teams, primary_key=("year", "team")),
+        "players": LinkedTable("players", players, primary_key=("player_id",), foreign_keys=(key,)),
+    }
+    given = _kept_pairs(tables)
+    kept = set(given["teams"])
+    assert ("payroll", "__link_n_0") in kept
+    assert not {pair for pair in kept if pair[0] in ("team", "year") and pair[1] == "__link_n_0"}

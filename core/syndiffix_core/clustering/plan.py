@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from syndiffix_core.clustering.builder import ClusterBuilder, Clusters
+from syndiffix_core.clustering.builder import ClusterBuilder, Clusters, DerivedCluster
 from syndiffix_core.clustering.dependence import measure_dependence
 from syndiffix_core.clustering.ml import feature_clusters, select_features
 from syndiffix_core.clustering.solver import solve_stable
@@ -98,13 +98,42 @@ def plan_table(
         sample=measured.sample,
         ordered=ordered_columns,
     )
-    clusters = solve_stable(builder, alpha=params.solver_alpha)
+    clusters = with_pairs_joined(solve_stable(builder, alpha=params.solver_alpha), pairs)
     LOG.info(
         "clusters (unsatisfied dependence %.3f): %s",
         builder.unsatisfied_dependence(clusters),
         clusters.describe(names),
     )
     return TablePlan(clusters, measured.entropies)
+
+
+def with_pairs_joined(clusters: Clusters, pairs: Sequence[tuple[int, int]]) -> Clusters:
+    """`clusters` with every pair in one cluster: a pair the solver left in two clusters (the weight
+    limit, or stronger dependences elsewhere) gets its earlier column as a further stitch column of the
+    later column's cluster, past the weight limit. Stitch columns are taken from earlier clusters only,
+    so the later cluster can always take it."""
+    home = {column: 0 for column in clusters.initial}
+    for number, cluster in enumerate(clusters.derived, start=1):
+        home.update((column, number) for column in cluster.columns)
+    together = [set(columns) for columns in clusters.all_clusters()]
+    added: dict[int, list[int]] = {}
+    for a, b in pairs:
+        if any(a in columns and b in columns for columns in together):
+            continue
+        earlier, later = (a, b) if home[a] < home[b] else (b, a)
+        added.setdefault(home[later], []).append(earlier)
+        together[home[later]].add(earlier)
+    if not added:
+        return clusters
+    derived = [
+        DerivedCluster(
+            cluster.columns,
+            cluster.stitch_columns + tuple(dict.fromkeys(added.get(number, []))),
+            cluster.owner,
+        )
+        for number, cluster in enumerate(clusters.derived, start=1)
+    ]
+    return Clusters(clusters.initial, tuple(derived))
 
 
 def with_pairs_kept_together(dependence: np.ndarray, pairs: Sequence[tuple[int, int]]) -> np.ndarray:

@@ -232,12 +232,13 @@ def synthesis_frame(
 
 def kept_together(name: str, links: list[Link], frame: pd.DataFrame) -> tuple[tuple[str, str], ...]:
     """Pairs of the parent's columns to synthesize in one cluster: each link column of the parent (child
-    count, child means) with each context column of its link, and the mean of the link's first aggregate
-    with its strongest partner outside the context (`strongest_partners`). The children are matched to
-    parents on the context, so a child statistic the parent's clusters separate from the context would
-    reach the matched children only through whichever columns the stitching kept between them; the
-    pairs with the context take cluster room from the other columns a mean depends on, so the one it
-    depends on most is kept with it too (a team's runs with its batters' mean home runs)."""
+    count, child means) with each context column of its link, and the child count and the mean of the
+    link's first aggregate each with its strongest partner outside the context (`strongest_partners`).
+    The children are matched to parents on the context, so a child statistic the parent's clusters
+    separate from the context would reach the matched children only through whichever columns the
+    stitching kept between them; the pairs with the context take cluster room from the other columns a
+    statistic depends on, so the one it depends on most is kept with it too (a team's runs with its
+    batters' mean home runs, its losses with its number of pitchers)."""
     partners = strongest_partners(name, links, frame)
     pairs = []
     for link in links:
@@ -250,27 +251,29 @@ def kept_together(name: str, links: list[Link], frame: pd.DataFrame) -> tuple[tu
 
 
 def strongest_partners(name: str, links: list[Link], frame: pd.DataFrame) -> dict[str, str]:
-    """Per link of parent `name`: its first aggregate's mean column -> the parent column outside the
-    link's context that the mean depends on most, by the clustering's dependence measure
-    (docs/clustering.md) on up to PARTNER_SAMPLE_ROWS rows, where that dependence reaches the
-    clustering's merge threshold. Like the clustering's own measure, it only steers which columns are
-    synthesized together: every value is still anonymized by the cluster forests."""
-    means = {
-        link.mean_column(link.aggregates[0]): link.context
-        for link in links
-        if link.key.parent == name and link.aggregates and link.mean_column(link.aggregates[0]) in frame
-    }
+    """Per link of parent `name`: its child count column and its first aggregate's mean column -> the
+    parent column outside the link's context that the statistic depends on most, by the clustering's
+    dependence measure (docs/clustering.md) on up to PARTNER_SAMPLE_ROWS rows, where that dependence
+    reaches the clustering's merge threshold. Like the clustering's own measure, it only steers which
+    columns are synthesized together: every value is still anonymized by the cluster forests."""
+    statistics = {}
+    for link in links:
+        if link.key.parent != name:
+            continue
+        first_mean = [link.mean_column(link.aggregates[0])] if link.aggregates else []
+        statistics.update((c, link.context) for c in [link.count_column, *first_mean] if c in frame)
     own = [c for c in frame.columns if not str(c).startswith(DERIVED_PREFIX)]
-    if not means or not own:
+    if not statistics or not own:
         return {}
-    _, matrix = encode_frame(frame[own + list(means)])
+    _, matrix = encode_frame(frame[own + list(statistics)])
     dependence = measure_dependence(matrix, sample_size=PARTNER_SAMPLE_ROWS).dependence
     partners = {}
-    for row, (mean, context) in enumerate(means.items(), start=len(own)):
-        outside = [j for j, column in enumerate(own) if column not in context]
+    referenced = {c for link in links if link.key.parent == name for c in link.key.parent_columns}
+    for row, (statistic, context) in enumerate(statistics.items(), start=len(own)):
+        outside = [j for j, column in enumerate(own) if column not in context and column not in referenced]
         best = max(outside, key=lambda j: dependence[row, j], default=None)
         if best is not None and dependence[row, best] >= ClusteringParams().merge_threshold:
-            partners[mean] = own[best]
+            partners[statistic] = own[best]
     return partners
 
 
