@@ -24,7 +24,7 @@ def order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> np.ndarray:
     keys by their random number, rows equal in both by position. `randoms`: `Generator.random` draws."""
     ranks = _whole_number_ranks(keys)
     if ranks is not None:
-        return _order_by_rank(ranks, randoms, np.arange(len(keys)))
+        return order_by_rank_with_random_ties(ranks, randoms)
     order = np.argsort(keys)
     sorted_keys = keys[order]
     tied_with_next = sorted_keys[1:] == sorted_keys[:-1]

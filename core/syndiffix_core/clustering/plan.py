@@ -128,7 +128,7 @@ def with_pairs_joined(clusters: Clusters, pairs: Sequence[tuple[int, int]]) -> C
     derived = [
         DerivedCluster(
             cluster.columns,
-            cluster.stitch_columns + tuple(dict.fromkeys(added.get(number, []))),
+            cluster.stitch_columns + tuple(added.get(number, ())),
             cluster.owner,
         )
         for number, cluster in enumerate(clusters.derived, start=1)
