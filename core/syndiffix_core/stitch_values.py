@@ -114,7 +114,9 @@ def _values(table: Microtable, column: int) -> np.ndarray:
 
 
 def _every_kth(rows: int) -> np.ndarray:
-    return np.arange(0, rows, max(1, rows // MEASURED_ROWS))
+    # An odd step: the alternation takes the right side on odd slots within each group of the stitch,
+    # and an even step would measure it on the slots of one parity per group.
+    return np.arange(0, rows, max(1, rows // MEASURED_ROWS) | 1)
 
 
 def _correlations(table: Microtable, stitch: list[int], own: list[int]) -> tuple[np.ndarray, np.ndarray]:
