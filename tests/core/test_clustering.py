@@ -413,7 +413,7 @@ def test_stitch_choice_does_not_depend_on_the_order_of_available_columns(seed: i
     for order in (available, available[::-1], rng.permutation(available).tolist()):
         # A fresh builder per order, so that no kept choice answers for another order.
         builder = ClusterBuilder(dependence, entropies, max_weight=15, merge_threshold=0.1, main_column=main)
-        choices.append(builder._stitch_columns(cluster, 7.5, list(order)))
+        choices.append(builder._choose_stitch_columns(cluster, 7.5, list(order)))
     assert choices[1] == choices[0] and choices[2] == choices[0]
     assert choices[0][0] and set(choices[0][0]) <= set(available)
 
@@ -423,9 +423,10 @@ def test_kept_stitch_choices_are_not_changed_by_their_callers() -> None:
     rng = np.random.default_rng(3)
     dependence = rng.random((6, 6))
     builder = ClusterBuilder(dependence, np.full(6, 2.0), max_weight=30, merge_threshold=0.05)
-    first, _ = builder._stitch_columns([4, 5], 3.0, [0, 1, 2, 3])
+    available = 0b1111  # columns 0-3
+    first, _ = builder._stitch_columns([4, 5], 3.0, [0, 1, 2, 3], available)
     first.append(99)
-    again, _ = builder._stitch_columns([4, 5], 3.0, [3, 2, 1, 0])
+    again, _ = builder._stitch_columns([4, 5], 3.0, [3, 2, 1, 0], available)
     assert 99 not in again
 
 

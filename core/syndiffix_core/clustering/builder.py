@@ -133,7 +133,7 @@ class ClusterBuilder:
         self.ordered = list(ordered) if ordered is not None else None
         self._rank_correlation: np.ndarray | None = None
         self._total_dependence = float(dependence.sum())
-        self._stitch_choices: dict[tuple[tuple[int, ...], frozenset[int]], tuple[tuple[int, ...], float]] = {}
+        self._stitch_choices: dict[tuple[tuple[int, ...], int], tuple[tuple[int, ...], float]] = {}
 
     def build(self, permutation: Sequence[int], *, refine_stitches: bool = True) -> Clusters:
         """The clusters of a permutation. With ``refine_stitches`` a further stitch column gives way to a
@@ -146,7 +146,7 @@ class ClusterBuilder:
         derived: list[DerivedCluster] = []
         available = list(members[0])
         for cluster, weight in zip(members[1:], weights[1:], strict=True):
-            stitch, _ = self._stitch_columns(cluster, weight, available)
+            stitch, _ = self._stitch_columns(cluster, weight, available, _mask(available))
             if refine_stitches:
                 stitch = self._judge_near_ties(cluster, weight, stitch, available)
                 stitch += self._strongest_links(cluster, stitch, available)
@@ -167,16 +167,17 @@ class ClusterBuilder:
         differently, for the worse on real tables (docs/clustering.md)."""
         members, weights, covered = self._place_columns(permutation)
         dep = self.dependence
-        home = {}
+        home = [0] * self.num_columns
         for index, cluster in enumerate(members):
             for column in cluster:
                 home[column] = index
         stitches_of: list[list[int]] = [[]]
         stitch_pairs: set[tuple[int, int]] = set()
         available = list(members[0])
+        available_mask = _mask(available)
         for index in range(1, len(members)):
             cluster = members[index]
-            stitch, stitch_sums = self._stitch_columns(cluster, weights[index], available)
+            stitch, stitch_sums = self._stitch_columns(cluster, weights[index], available, available_mask)
             covered += stitch_sums
             # Pairs of stitch columns are the only pairs that can already share an earlier cluster.
             for i, a in enumerate(stitch):
@@ -193,6 +194,7 @@ class ClusterBuilder:
                     covered += dep[a][b]
             stitches_of.append(stitch)
             available.extend(cluster)
+            available_mask |= _mask(cluster)
         return (self._total_dependence - 2.0 * covered) / (2 * self.num_columns)
 
     def unsatisfied_dependence(self, clusters: Clusters) -> float:
@@ -243,7 +245,7 @@ class ClusterBuilder:
         return members, cluster_weight, covered
 
     def _stitch_columns(
-        self, cluster: list[int], weight: float, available: list[int]
+        self, cluster: list[int], weight: float, available: list[int], available_mask: int
     ) -> tuple[list[int], float]:
         """Stitch columns for a derived cluster, from the columns placed before it: the best one (or the
         main column) always, then others that depend enough on the cluster while the weight allows.
@@ -251,8 +253,9 @@ class ClusterBuilder:
 
         The choice depends on the cluster (in placement order, which fixes ``weight``) and on the set of
         available columns, not their order; the solver asks for each such pair 4-6 times on average
-        (wa_churn: 12,122 calls, 1,886 pairs), so choices are kept."""
-        key = (tuple(cluster), frozenset(available))
+        (wa_churn: 12,122 calls, 1,886 pairs), so choices are kept, keyed by the cluster and
+        `available_mask` (bit c set for each available column c)."""
+        key = (tuple(cluster), available_mask)
         known = self._stitch_choices.get(key)
         if known is None:
             known = self._choose_stitch_columns(cluster, weight, available)
@@ -410,3 +413,12 @@ class ClusterBuilder:
             ranks = pd.DataFrame(self.sample).rank()
             self._rank_correlation = np.nan_to_num(ranks.corr().to_numpy())
         return self._rank_correlation
+
+
+def _mask(columns: Sequence[int]) -> int:
+    """The set of `columns` as an integer with bit c set for column c: a cheaper dictionary key than a
+    frozenset."""
+    mask = 0
+    for column in columns:
+        mask |= 1 << column
+    return mask
