@@ -548,15 +548,21 @@ class CountAnonymizer:
         for entity_stats in per_column[1:]:
             lows = self._thresholds(entity_stats.distinct, entity_stats.seed)
             lcf_low, sing_low, range_low = lcf_low | lows[0], sing_low | lows[1], range_low | lows[2]
-        bucket_noise = self.salt.gaussian(bucket_seeds, "noise")
+        # The bucket's layer and every AID column's entity layer in one call (each seed's noise is
+        # computed on its own): the per-call cost once per level instead of once per layer.
+        layers = self.salt.gaussian(
+            np.concatenate([np.asarray(bucket_seeds, np.uint64), *(stats.seed for stats in per_column)]),
+            "noise",
+        ).reshape(len(per_column) + 1, counts.size)
+        bucket_noise = layers[0]
         smallest_count = self.params.outlier_count.lower + self.params.top_count.lower
         no_count = np.zeros(counts.size, dtype=bool)
         best = None
-        for entity_stats in per_column:
+        for entity_stats, entity_noise in zip(per_column, layers[1:], strict=True):
             flattening, flattened, sd = self._flatten(entity_stats, ~lcf_low)
             no_count |= entity_stats.distinct < smallest_count
             total = flattened + np.maximum(entity_stats.unaccounted - flattening, 0.0)
-            noise = (bucket_noise + self.salt.gaussian(entity_stats.seed, "noise")) * sd
+            noise = (bucket_noise + entity_noise) * sd
             if best is None:
                 best = flattening, total, sd, noise
                 continue
