@@ -82,15 +82,19 @@ def test_releases_about_the_same_people_add_up_and_a_repeated_release_counts_onc
     engine, schema = warehouse_db
     _make_source(engine, schema)
     # delta is given: the default one comes from a record count noised at scale 200 (0.5 % of epsilon 1),
-    # and the noise follows the random schema name, so about one run in 150 drew a count of 0 and refused
+    # and the noise follows the random schema name, so about one run in 150 drew a count of 0 and refused.
+    # For the same reason the row-level release spends 5 % of its epsilon on its record count (scale 40
+    # instead of 400): without AIDs that count is the output's size, and at scale 400 about one run in
+    # 300 drew a count below 1 from its 2,000 rows and wrote nothing
     patients = {"aid_columns": ["patient_id"], "engine_params": {"epsilon": 1.0, "delta": 1e-6}}
+    row_level = {"epsilon": 0.5, "delta": 1e-6, "number_of_records_epsilon_proportion": 0.05}
     config = _config(
         engine,
         schema,
         [
             {"name": "all", "target": "visits_dp", **patients},
             {"name": "older", "target": "older_dp", "where": "age >= 40", **patients},
-            {"name": "rows", "target": "rows_dp", "engine_params": {"epsilon": 0.5, "delta": 1e-6}},
+            {"name": "rows", "target": "rows_dp", "engine_params": row_level},
         ],
     )
     reports = tmp_path / "reports"
@@ -162,19 +166,21 @@ def test_basic_composition_counts_each_distinct_release_once():
 def test_a_release_over_the_budget_is_flagged_and_refused_when_asked(warehouse_db, tmp_path, caplog):
     engine, schema = warehouse_db
     _make_source(engine, schema)
+    # explicit delta: the default one needs a DP record count of at least 3, and at Laplace scale 200 a
+    # few hundred patients draw one below that in about one run in 200 (the noise follows the schema name)
     tables = [
         {
             "name": "all",
             "target": "visits_dp",
             "aid_columns": ["patient_id"],
-            "engine_params": {"epsilon": 1.0},
+            "engine_params": {"epsilon": 1.0, "delta": 1e-6},
         },
         {
             "name": "older",
             "target": "older_dp",
             "where": "age >= 40",
             "aid_columns": ["patient_id"],
-            "engine_params": {"epsilon": 1.0},
+            "engine_params": {"epsilon": 1.0, "delta": 1e-6},
         },
     ]
     warn = _config(engine, schema, tables, dp={"budget_epsilon": 1.5})
@@ -187,7 +193,6 @@ def test_a_release_over_the_budget_is_flagged_and_refused_when_asked(warehouse_d
     refuse = _config(
         engine,
         schema,
-        # explicit delta: at epsilon 0.5 the DP record count (Laplace scale 400) may be too small for 1/(n ln n)
         [{**tables[1], "engine_params": {"epsilon": 0.5, "delta": 1e-6}}],
         dp={"budget_epsilon": 2.2, "refuse_over_budget": True},
     )
