@@ -551,7 +551,9 @@ class CountAnonymizer:
         # The bucket's layer and every AID column's entity layer in one call (each seed's noise is
         # computed on its own): the per-call cost once per level instead of once per layer.
         layers = self.salt.gaussian(
-            np.concatenate([np.asarray(bucket_seeds, np.uint64), *(stats.seed for stats in per_column)]),
+            np.concatenate(
+                [np.asarray(seeds, np.uint64) for seeds in (bucket_seeds, *(c.seed for c in per_column))]
+            ),
             "noise",
         ).reshape(len(per_column) + 1, counts.size)
         bucket_noise = layers[0]
