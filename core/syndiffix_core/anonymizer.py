@@ -533,11 +533,10 @@ class CountAnonymizer:
 
     def _count_implicit(self, entity_seed, counts, bucket_seeds) -> NodeCounts:
         lcf_low, sing_low, range_low = self._thresholds(counts, entity_seed)
-        sd = self.params.layer_noise_sd
-        # Both layers in one call (each seed's noise is computed on its own): half the per-call cost.
-        seeds = np.concatenate((np.asarray(bucket_seeds, np.uint64), np.asarray(entity_seed, np.uint64)))
-        layers = self.salt.gaussian(seeds, "noise", sd)
-        noise = layers[: counts.size] + layers[counts.size :]
+        bucket_layer, entity_layer = self._noise_layers(
+            bucket_seeds, [entity_seed], self.params.layer_noise_sd
+        )
+        noise = bucket_layer + entity_layer
         noisy = np.maximum(np.rint(counts + noise), 1).astype(np.int64)
         return NodeCounts(lcf_low, sing_low, range_low, noisy, counts)
 
@@ -548,14 +547,7 @@ class CountAnonymizer:
         for entity_stats in per_column[1:]:
             lows = self._thresholds(entity_stats.distinct, entity_stats.seed)
             lcf_low, sing_low, range_low = lcf_low | lows[0], sing_low | lows[1], range_low | lows[2]
-        # The bucket's layer and every AID column's entity layer in one call (each seed's noise is
-        # computed on its own): the per-call cost once per level instead of once per layer.
-        layers = self.salt.gaussian(
-            np.concatenate(
-                [np.asarray(seeds, np.uint64) for seeds in (bucket_seeds, *(c.seed for c in per_column))]
-            ),
-            "noise",
-        ).reshape(len(per_column) + 1, counts.size)
+        layers = self._noise_layers(bucket_seeds, [stats.seed for stats in per_column])
         bucket_noise = layers[0]
         smallest_count = self.params.outlier_count.lower + self.params.top_count.lower
         no_count = np.zeros(counts.size, dtype=bool)
@@ -582,6 +574,13 @@ class CountAnonymizer:
         _, best_count, _, best_noise = best
         noisy = np.where(no_count, 0.0, np.rint(best_count + best_noise))
         return NodeCounts(lcf_low, sing_low, range_low, np.maximum(noisy, 1).astype(np.int64), counts)
+
+    def _noise_layers(self, bucket_seeds, entity_seeds: list[np.ndarray], sd: float = 1.0) -> np.ndarray:
+        """(1 + len(entity_seeds), nodes): each node's bucket noise layer, then its entity layer per AID
+        column, drawn in one call (each seed's noise is computed on its own, so the values are those of
+        one call per layer, at the per-call cost of one)."""
+        seeds = np.concatenate([np.asarray(seeds, np.uint64) for seeds in (bucket_seeds, *entity_seeds)])
+        return self.salt.gaussian(seeds, "noise", sd).reshape(len(entity_seeds) + 1, -1)
 
     def _flatten(self, stats: _EntityStats, counted: np.ndarray):
         """Per node: flattening, flattened row sum and noise SD (Diffix outlier/top flattening).

@@ -16,6 +16,7 @@ from syndiffix_core.clustering import (
 from syndiffix_core.clustering import builder as builder_module
 from syndiffix_core.clustering.builder import column_weights
 from syndiffix_core.clustering.dependence import conditional_excess, content_sample
+from syndiffix_core.clustering.plan import with_pairs_joined
 from syndiffix_core.clustering.solver import solve_permutation
 
 
@@ -434,9 +435,6 @@ def test_pairs_kept_together_that_the_solver_left_apart_are_joined_by_a_stitch_c
     """A pair whose columns the solver put into two clusters gets the earlier column as a further
     stitch column of the later column's cluster; pairs that already share a cluster, own or stitch
     column, change nothing."""
-    from syndiffix_core.clustering.builder import Clusters, DerivedCluster
-    from syndiffix_core.clustering.plan import with_pairs_joined
-
     clusters = Clusters((0, 1, 2), (DerivedCluster((3, 4), (1,)), DerivedCluster((5, 6), (3,))))
     assert with_pairs_joined(clusters, [(0, 1), (1, 4), (3, 5)]) == clusters
     joined = with_pairs_joined(clusters, [(6, 0), (4, 2), (5, 4), (0, 6)])
