@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from syndiffix_core import random_ties
 from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
 
 
@@ -95,3 +96,16 @@ def test_dense_ranks_count_distinct_keys_below() -> None:
     keys = np.array([2.5, np.nan, -1.0, 2.5, np.nan, 7.0])
     order = order_with_random_ties(keys, np.linspace(0, 0.5, 6))
     assert dense_ranks(keys, order).tolist() == [1, 3, 0, 1, 3, 2]
+
+
+def test_the_order_without_positions_in_the_key_is_the_same() -> None:
+    """Past 2**31 rows the position no longer fits next to the rank; the argsort that orders such rows
+    gives the same permutation (checked here on a size that fits both ways)."""
+    rng = np.random.default_rng(4)
+    ranks = rng.integers(0, 3_000, 20_000)
+    randoms = rng.random(20_000)
+    randoms[::9] = randoms[5]  # equal random numbers within a rank: the row decides
+    rows = np.arange(20_000)
+    expected = np.lexsort((rows, randoms, ranks))
+    assert np.array_equal(random_ties._order_by_rank_argsort(ranks, randoms, rows), expected)
+    assert np.array_equal(random_ties._order_by_rank(ranks, randoms, rows), expected)
