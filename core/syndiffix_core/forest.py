@@ -32,6 +32,7 @@ from .anonymizer import CountAnonymizer, Entities, SortedEntities
 from .errors import InvalidInputError
 from .noise import Salt, hash_floats, hash_strings, mix64
 from .params import BucketizationParams
+from .threads import map_in_threads
 
 MAX_DEPTH = 62
 # Cells of multi-dim trees are cut from each column's cells at this depth (k >= 2 -> depth <= 31).
@@ -170,7 +171,10 @@ class Forest:
         anonymizer: CountAnonymizer,
         bucketization: BucketizationParams,
         salt: Salt,
+        threads: int = 1,
     ):
+        """`threads`: how many columns' 1-dim trees are built side by side (each depends on its column
+        alone; the forest is the same for any count)."""
         values = np.asarray(values, dtype=np.float64)
         if values.ndim != 2 or values.shape[1] != len(column_names):
             raise ValueError("values must be a (rows, columns) matrix matching column_names")
@@ -191,17 +195,21 @@ class Forest:
         self._ranks: dict[int, np.ndarray] = {}
         self._uniques: dict[int, np.ndarray] = {}
         self._negative_zero_rows: dict[int, np.ndarray] = {}
-        for j in range(values.shape[1]):
-            # One column's floats at a time: its 1-dim tree stores them as ranks and distinct values.
-            column = np.where(np.isnan(values[:, j]), self.null_values[j], values[:, j])
-            low, high = float(column.min()), float(column.max())
-            if not np.isfinite(high - low) or not np.isfinite(self.null_values[j] * 2):
-                raise InvalidInputError(
-                    f"column {self.column_names[j]!r}: values span [{low!r}, {high!r}] (nulls mapped to "
-                    f"{self.null_values[j]!r}), too wide a range for float64 arithmetic"
-                )
-            self.low[j], self.size[j] = snap_range(low, high)
-            self.trees[(j,)] = self._build((j,), column)
+        trees = map_in_threads(lambda j: self._build_column(j, values[:, j]), range(values.shape[1]), threads)
+        self.trees.update(((j,), tree) for j, tree in enumerate(trees))
+
+    def _build_column(self, j: int, values: np.ndarray) -> Tree:
+        """Column j's 1-dim tree from its floats (NaN = null); the column's floats are held only while
+        its tree is built: the tree stores them as ranks and distinct values."""
+        column = np.where(np.isnan(values), self.null_values[j], values)
+        low, high = float(column.min()), float(column.max())
+        if not np.isfinite(high - low) or not np.isfinite(self.null_values[j] * 2):
+            raise InvalidInputError(
+                f"column {self.column_names[j]!r}: values span [{low!r}, {high!r}] (nulls mapped to "
+                f"{self.null_values[j]!r}), too wide a range for float64 arithmetic"
+            )
+        self.low[j], self.size[j] = snap_range(low, high)
+        return self._build((j,), column)
 
     @property
     def dims(self) -> int:

@@ -36,6 +36,11 @@ MAX_SINGLE_CLUSTER_COLUMNS = 12
 # Tables with fewer rows build a cluster's trees on one thread: their numpy calls are too short to
 # release the GIL for long, so a second thread adds CPU time (GIL hand-offs) and no speed.
 THREADED_TREES_MIN_ROWS = 500_000
+# Tables with fewer rows build their 1-dim trees one column at a time: two columns' trees side by side
+# hold both columns' sort keys and orders at once (at 10M rows the forest stage's peak goes from ~2.5 to
+# 3.9 GiB, still under the cluster stage's), and below this the stage takes a second or two on one core
+# while its peak is close to the whole synthesis's (1M x 10: +30 MiB over 0.7 GiB for 0.2 s).
+THREADED_FOREST_MIN_ROWS = 2_000_000
 # Tables with fewer rows materialize their clusters in the calling process: there a worker's fork,
 # the pickled microdata it sends back and the shared trees it rebuilds cost 5-45 % more CPU time
 # (the 5,000-row tables of bench/fidelity) for a wall-time gain of well under a second.
@@ -143,6 +148,7 @@ def synthesize(
     codecs, matrix = encode_frame(data, column_kinds)
     entities = _entities(data, aid_frame, secret)
     threads = worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1
+    forest_threads = worker_count if len(data) >= THREADED_FOREST_MIN_ROWS else 1
     if len(data) < PARALLEL_CLUSTERS_MIN_ROWS:
         worker_count = 1
     data = data.iloc[:0].copy()  # encoded: from here on only the columns and their dtypes are read
@@ -152,7 +158,15 @@ def synthesize(
     anonymizer = CountAnonymizer(anonymization, bucketization, secret)
     clock.lap("encode")
     report("forest", 0.1)
-    forest = Forest(matrix, [str(c) for c in data.columns], entities, anonymizer, bucketization, secret)
+    forest = Forest(
+        matrix,
+        [str(c) for c in data.columns],
+        entities,
+        anonymizer,
+        bucketization,
+        secret,
+        threads=forest_threads,
+    )
     del matrix
     context = SynthesisContext(
         data=data,

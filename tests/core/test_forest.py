@@ -8,14 +8,14 @@ from syndiffix_core.noise import Salt
 from syndiffix_core.params import AnonymizationParams, BucketizationParams
 
 
-def make_forest(matrix, salt="s", bucketization=None):
+def make_forest(matrix, salt="s", bucketization=None, threads=1):
     matrix = np.asarray(matrix, dtype=np.float64)
     secret = Salt.from_secret(salt)
     bucketization = bucketization or BucketizationParams()
     entities = Entities((secret.hash_rows(np.arange(matrix.shape[0], dtype=np.uint64)),), None, None)
     anonymizer = CountAnonymizer(AnonymizationParams(), bucketization, secret)
     names = [f"c{j}" for j in range(matrix.shape[1])]
-    return Forest(matrix, names, entities, anonymizer, bucketization, secret)
+    return Forest(matrix, names, entities, anonymizer, bucketization, secret, threads=threads)
 
 
 @pytest.mark.parametrize(

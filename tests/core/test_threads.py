@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from syndiffix_core import synthesize, synthesizer
+from syndiffix_core.forest import Forest
 from syndiffix_core.harvest import Harvester
 from syndiffix_core.params import ClusteringParams
 from syndiffix_core.threads import map_in_threads
@@ -72,6 +73,29 @@ def test_trees_and_pools_built_on_two_threads_equal_those_built_on_one(monkeypat
             np.testing.assert_array_equal(getattr(one[columns], field), getattr(two[columns], field))
 
 
+def test_the_one_dim_trees_built_on_two_threads_equal_those_built_on_one(monkeypatch):
+    one = make_forest(_matrix())
+    side_by_side = threading.Barrier(2)
+    build = Forest._build_column
+
+    def build_after_the_barrier(self, j, values):
+        if j < 2:
+            side_by_side.wait(timeout=30)  # raises BrokenBarrierError unless two columns build at once
+        return build(self, j, values)
+
+    monkeypatch.setattr(Forest, "_build_column", build_after_the_barrier)
+    two = make_forest(_matrix(), threads=2)
+    assert list(one.trees) == list(two.trees) == [(0,), (1,), (2,), (3,)]
+    np.testing.assert_array_equal(one.low, two.low)
+    np.testing.assert_array_equal(one.size, two.size)
+    for columns, tree in one.trees.items():
+        assert len(tree.levels) == len(two.trees[columns].levels)
+        for mine, theirs in zip(tree.levels, two.trees[columns].levels, strict=True):
+            for field in ("key", "rep_row", "singular_dims", "lcf_low", "branch", "noisy_count"):
+                np.testing.assert_array_equal(getattr(mine, field), getattr(theirs, field))
+    np.testing.assert_array_equal(one.value_matrix(), two.value_matrix())
+
+
 def test_a_single_cluster_on_two_threads_gives_the_single_worker_output(monkeypatch):
     # One cluster: no worker process, its trees are built on the calling process's threads.
     monkeypatch.setattr(synthesizer, "THREADED_TREES_MIN_ROWS", 0)
@@ -97,3 +121,22 @@ def test_a_small_table_builds_its_trees_on_one_thread(monkeypatch):
     monkeypatch.setattr(synthesizer, "THREADED_TREES_MIN_ROWS", 3000)
     synthesize(table, salt="threads", workers=2, clustering=ClusteringParams(enabled=False))
     assert asked == [1, 2]
+
+
+def test_the_one_dim_trees_of_a_large_table_are_built_on_threads(monkeypatch):
+    # Below THREADED_FOREST_MIN_ROWS the forest stage is short and its peak close to the synthesis's.
+    asked = []
+    build = Forest.__init__
+
+    def recording(self, *args, threads=1, **options):
+        asked.append(threads)
+        build(self, *args, threads=threads, **options)
+
+    monkeypatch.setattr(Forest, "__init__", recording)
+    table, _ = generated_table(3000, 5)
+    single = ClusteringParams(enabled=False)
+    small = synthesize(table, salt="threads", workers=2, clustering=single)
+    monkeypatch.setattr(synthesizer, "THREADED_FOREST_MIN_ROWS", 3000)
+    large = synthesize(table, salt="threads", workers=2, clustering=single)
+    assert asked == [1, 2]
+    pd.testing.assert_frame_equal(small, large)
