@@ -14,7 +14,8 @@ children) against the resample baseline (each table resampled with replacement t
 by its real keys: what per-table synthesis at best keeps), the three strongest parent column x child
 aggregate correlations source vs synthetic (with the source's bootstrap standard deviation over its
 parents: how far the source's own figure moves with the parents it is measured on; none for a link
-with fewer than 20 parents with children), the largest child count source vs synthetic, CPU seconds
+with fewer than 20 parents with children) and, over every link of the set, the three strongest of
+those pairs with the largest difference between source and synthetic, the largest child count source vs synthetic, CPU seconds
 (user + sys; the machine is shared, so wall time is not reported) and peak memory (max RSS of the
 process that ran the part).
 
@@ -509,8 +510,32 @@ def show(result: dict) -> None:
             print(f"      correlations {link['correlations_note']}")
         for pair in link["correlations"]:
             print(
-                f"      corr({pair['parent_column']}, {pair['child_aggregate']}): source {pair['source']:+.2f} (bootstrap sd {pair['source_sd']:.2f}), synthetic {pair['synthetic'] if pair['synthetic'] is None else format(pair['synthetic'], '+.2f')}"
+                f"      corr({pair['parent_column']}, {pair['child_aggregate']}): source {pair['source']:+.2f} (bootstrap sd {pair['source_sd']:.2f}), synthetic {_signed(pair['synthetic'])}"
             )
+    strongest = strongest_pairs(result["links"])
+    if strongest:
+        print("  the set's three strongest parent column x child aggregate pairs (source -> synthetic):")
+        for link, pair in strongest:
+            print(
+                f"      {link}: corr({pair['parent_column']}, {pair['child_aggregate']}) {pair['source']:+.2f} -> {_signed(pair['synthetic'])}"
+            )
+        print(f"      largest difference {_largest_difference(strongest)} (target <= 0.10)")
+
+
+def strongest_pairs(links: list[dict], count: int = 3) -> list[tuple[str, dict]]:
+    """The `count` pairs with the strongest source correlation over every link of the set."""
+    pairs = [(link["link"], pair) for link in links for pair in link["correlations"]]
+    return sorted(pairs, key=lambda item: -abs(item[1]["source"]))[:count]
+
+
+def _largest_difference(pairs: list[tuple[str, dict]]) -> str:
+    if any(pair["synthetic"] is None for _, pair in pairs):
+        return "n/a (a synthetic correlation is undefined)"
+    return f"{max(abs(pair['synthetic'] - pair['source']) for _, pair in pairs):.2f}"
+
+
+def _signed(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:+.2f}"
 
 
 def main() -> None:
