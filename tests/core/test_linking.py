@@ -274,12 +274,8 @@ def test_a_not_null_key_gets_no_nulls_and_drops_its_orphans():
     assert len(out) < 0.9 * len(kept)
 
 
-def test_composite_keys_of_data_columns_keep_synthesized_values_unique_and_joined():
-    """Lahman's shape: teams keyed by (year, team), batting by (player, year, stint) with player ->
-    people and (year, team) -> teams. Years, team codes and stints are data: synthesized, within the
-    source's domain, each key unique; the identifiers (player) are fresh; every batting row's
-    (year, team) is a synthetic team."""
-    rng = np.random.default_rng(21)
+def _teams(rng: np.random.Generator) -> tuple[list[str], pd.DataFrame]:
+    """Lahman-like teams: 24 of 30 team codes in each year 1960-2019, keyed by (year, team), with wins."""
     codes = [f"T{i:02d}" for i in range(30)]
     teams = pd.DataFrame(
         {
@@ -288,6 +284,16 @@ def test_composite_keys_of_data_columns_keep_synthesized_values_unique_and_joine
         }
     )
     teams["wins"] = rng.integers(50, 110, len(teams))
+    return codes, teams
+
+
+def test_composite_keys_of_data_columns_keep_synthesized_values_unique_and_joined():
+    """Lahman's shape: teams keyed by (year, team), batting by (player, year, stint) with player ->
+    people and (year, team) -> teams. Years, team codes and stints are data: synthesized, within the
+    source's domain, each key unique; the identifiers (player) are fresh; every batting row's
+    (year, team) is a synthetic team."""
+    rng = np.random.default_rng(21)
+    codes, teams = _teams(rng)
     people = pd.DataFrame({"player": np.arange(3000) + 10_000, "height": rng.normal(185, 7, 3000)})
     seasons = rng.integers(1, 8, 3000)
     player = np.repeat(people.player, seasons)
@@ -322,6 +328,57 @@ def test_composite_keys_of_data_columns_keep_synthesized_values_unique_and_joine
     assert len(synthetic_batting.merge(synthetic_teams, on=["year", "team"])) == len(synthetic_batting)
     assert not synthetic_batting.duplicated(["player", "year", "stint"]).any()
     assert synthetic_batting.stint.between(1, batting.stint.max()).all()
+
+
+def test_a_child_keys_years_stay_within_the_child_tables_own_years():
+    """Lahman's salaries: teams span 1960-2019, salaries exist for 1985-2004 only. A salary takes the
+    (year, team) of the synthetic team it is matched to, and only teams whose year lies within the
+    salaries' own (synthetic, anonymized) years take any: no salary lands in a year without salaries."""
+    rng = np.random.default_rng(22)
+    _, teams = _teams(rng)
+    paid = np.flatnonzero(teams.year.between(1985, 2004).to_numpy())
+    team_rows = rng.choice(paid, 8000)
+    salaries = pd.DataFrame(
+        {
+            "year": teams.year.to_numpy()[team_rows],
+            "team": teams.team.to_numpy()[team_rows],
+            "salary": rng.lognormal(13, 1, 8000).round(),
+        }
+    )
+    tables = {
+        "teams": LinkedTable("teams", teams, primary_key=("year", "team")),
+        "salaries": LinkedTable(
+            "salaries",
+            salaries,
+            foreign_keys=(ForeignKey(("year", "team"), "teams", ("year", "team"), context=("year", "wins")),),
+        ),
+    }
+    out = synthesize_linked(tables, salt=SALT)
+    synthetic = out["salaries"]
+    assert len(synthetic) > 0.9 * len(salaries)
+    assert len(synthetic.merge(out["teams"], on=["year", "team"])) == len(synthetic)
+    assert synthetic.year.between(1985, 2004).all(), synthetic.year.agg(["min", "max"]).tolist()
+    assert synthetic.year.nunique() >= 18  # the salaries' years, not a few of them
+
+
+def test_an_entity_links_parents_beyond_every_childs_context_get_no_children():
+    """Parents whose context value lies beyond the children's synthetic context values take none of
+    them, even with a positive synthetic child count; the others take all."""
+    from syndiffix_core.linking.assignment import assign
+
+    rng = np.random.default_rng(12)
+    context = np.linspace(0, 1, 400)
+    owner = np.repeat(np.flatnonzero((context >= 0.2) & (context <= 0.8)), 5)
+    assigned = assign(
+        [pd.Series(context[owner] + rng.normal(0, 0.01, len(owner))).clip(0.2, 0.8)],
+        [pd.Series(context)],
+        None,
+        None,
+        np.full(400, 3.0),
+        np.random.default_rng(1),
+    )
+    assert len(assigned) == len(owner)
+    assert context[assigned].min() >= 0.2 and context[assigned].max() <= 0.8
 
 
 # ------------------------------------------------------------------- dimension links (lookup parents)

@@ -129,10 +129,11 @@ def assign(
     parent never gets more children than its anonymized count allows (scaled to the synthetic
     children); for a dimension link, the histogram's counts go to the parents in the order of
     `bucket_capacities` (the children's anonymized distribution over parent contexts, shared by the
-    parents' synthetic counts). Within a context bucket, children are ordered by their value of the
-    first aggregate column blended with noise, parents by their synthetic mean of it: the blend is
-    chosen so that the realized means spread as much as the synthetic parents' means (bisection on the
-    blend weight). For a dimension link, `match_means` then realizes every parent's synthetic means."""
+    parents' synthetic counts). A parent whose value of a numeric context column lies beyond every
+    child's takes none (`_beyond_children`). Within a context bucket, children are ordered by their
+    value of the first aggregate column blended with noise, parents by their synthetic mean of it: the
+    blend is chosen so that the realized means spread as much as the synthetic parents' means
+    (bisection on the blend weight). For a dimension link, `match_means` then realizes every parent's synthetic means."""
     children = (
         len(child_values) if child_values is not None else len(child_context[0]) if child_context else 0
     )
@@ -149,6 +150,12 @@ def assign(
     child_bucket, parent_bucket = _context_buckets(
         child_context, parent_context, buckets, children, len(counts)
     )
+    beyond = _beyond_children(child_context, parent_context, len(counts))
+    if beyond.any():
+        # A bucket of their own, with no child and no count: no child takes a context value (the year of
+        # a composite key, say) beyond those of the child table's synthetic rows.
+        counts = np.where(beyond, 0.0, counts)
+        parent_bucket = np.where(beyond, max(child_bucket.max(), parent_bucket.max()) + 1, parent_bucket)
     places = capacities(counts, children)
     if len(child_context):
         by_bucket = bucket_capacities(counts, parent_bucket, child_bucket)
@@ -246,6 +253,23 @@ def _context_buckets(
         dense = np.unique(combined, return_inverse=True)[1].ravel()
         child_bucket, parent_bucket = dense[:children], dense[children:]
     return child_bucket, parent_bucket
+
+
+def _beyond_children(
+    child_context: Sequence[pd.Series], parent_context: Sequence[pd.Series], parents: int
+) -> np.ndarray:
+    """Whether each parent's value of a numeric context column lies below or above every child's (the
+    children's synthetic context values, inside the range their synthesis anonymized)."""
+    beyond = np.zeros(parents, dtype=bool)
+    for child, parent in zip(child_context, parent_context, strict=True):
+        if not (pd.api.types.is_numeric_dtype(child.dtype) and pd.api.types.is_numeric_dtype(parent.dtype)):
+            continue
+        known = pd.to_numeric(child).to_numpy(dtype=float, na_value=np.nan)
+        known = known[~np.isnan(known)]
+        if len(known):
+            values = pd.to_numeric(parent).to_numpy(dtype=float, na_value=np.nan)
+            beyond |= (values < known.min()) | (values > known.max())
+    return beyond
 
 
 def match_means(
