@@ -15,9 +15,9 @@ by its real keys: what per-table synthesis at best keeps), the three strongest p
 aggregate correlations source vs synthetic (with the source's bootstrap standard deviation over its
 parents: how far the source's own figure moves with the parents it is measured on; none for a link
 with fewer than 20 parents with children) and, over every link of the set, the three strongest of
-those pairs with the largest difference between source and synthetic, the largest child count source vs synthetic, CPU seconds
-(user + sys; the machine is shared, so wall time is not reported) and peak memory (max RSS of the
-process that ran the part).
+those pairs with the largest difference between source and synthetic, the largest child count source
+vs synthetic, CPU seconds (user + sys; the machine is shared, so wall time is not reported) and peak
+memory (max RSS of the process that ran the part).
 
 scale: generated data (numpy, seed 2026): regions -> customers (100k) -> orders (--scale-children)
 <- products, stores; synthesize_linked on the five tables against syndiffix_core.synthesize on each

@@ -130,10 +130,11 @@ def assign(
     children); for a dimension link, the histogram's counts go to the parents in the order of
     `bucket_capacities` (the children's anonymized distribution over parent contexts, shared by the
     parents' synthetic counts). A parent whose value of a numeric context column lies beyond every
-    child's takes none (`_beyond_children`). Within a context bucket, children are ordered by their
+    child's takes none (`_context_buckets`). Within a context bucket, children are ordered by their
     value of the first aggregate column blended with noise, parents by their synthetic mean of it: the
     blend is chosen so that the realized means spread as much as the synthetic parents' means
-    (bisection on the blend weight). For a dimension link, `match_means` then realizes every parent's synthetic means."""
+    (bisection on the blend weight). For a dimension link, `match_means` then realizes every parent's
+    synthetic means."""
     children = (
         len(child_values) if child_values is not None else len(child_context[0]) if child_context else 0
     )
@@ -147,15 +148,12 @@ def assign(
         if dimension
         else CONTEXT_BUCKETS
     )
-    child_bucket, parent_bucket = _context_buckets(
+    child_bucket, parent_bucket, beyond = _context_buckets(
         child_context, parent_context, buckets, children, len(counts)
     )
-    beyond = _beyond_children(child_context, parent_context, len(counts))
-    if beyond.any():
-        # A bucket of their own, with no child and no count: no child takes a context value (the year of
-        # a composite key, say) beyond those of the child table's synthetic rows.
-        counts = np.where(beyond, 0.0, counts)
-        parent_bucket = np.where(beyond, max(child_bucket.max(), parent_bucket.max()) + 1, parent_bucket)
+    # No count either: no child takes a context value (the year of a composite key, say) beyond those
+    # of the child table's synthetic rows.
+    counts = np.where(beyond, 0.0, counts)
     places = capacities(counts, children)
     if len(child_context):
         by_bucket = bucket_capacities(counts, parent_bucket, child_bucket)
@@ -242,34 +240,24 @@ def _context_buckets(
     buckets: int,
     children: int,
     parents: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One code per combination of context buckets, in lexicographic order, kept dense."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One code per combination of context buckets, in lexicographic order, kept dense, and whether
+    each parent's value of a numeric context column lies below or above every child's (the children's
+    synthetic context values, inside the range their synthesis anonymized): such parents get a bucket
+    of their own, which no child has."""
     child_bucket = np.zeros(children, dtype=np.int64)
     parent_bucket = np.zeros(parents, dtype=np.int64)
+    beyond = np.zeros(parents, dtype=bool)
     for child_values, parent_values in zip(child_context, parent_context, strict=True):
-        child_codes, parent_codes = _shared_buckets(child_values, parent_values, buckets)
+        child_codes, parent_codes, parent_beyond = _shared_buckets(child_values, parent_values, buckets)
+        beyond |= parent_beyond
         radix = int(max(child_codes.max(initial=0), parent_codes.max(initial=0))) + 1
         combined = np.concatenate([child_bucket * radix + child_codes, parent_bucket * radix + parent_codes])
         dense = np.unique(combined, return_inverse=True)[1].ravel()
         child_bucket, parent_bucket = dense[:children], dense[children:]
-    return child_bucket, parent_bucket
-
-
-def _beyond_children(
-    child_context: Sequence[pd.Series], parent_context: Sequence[pd.Series], parents: int
-) -> np.ndarray:
-    """Whether each parent's value of a numeric context column lies below or above every child's (the
-    children's synthetic context values, inside the range their synthesis anonymized)."""
-    beyond = np.zeros(parents, dtype=bool)
-    for child, parent in zip(child_context, parent_context, strict=True):
-        if not (pd.api.types.is_numeric_dtype(child.dtype) and pd.api.types.is_numeric_dtype(parent.dtype)):
-            continue
-        known = pd.to_numeric(child).to_numpy(dtype=float, na_value=np.nan)
-        known = known[~np.isnan(known)]
-        if len(known):
-            values = pd.to_numeric(parent).to_numpy(dtype=float, na_value=np.nan)
-            beyond |= (values < known.min()) | (values > known.max())
-    return beyond
+    if beyond.any():
+        parent_bucket = np.where(beyond, max(child_bucket.max(), parent_bucket.max()) + 1, parent_bucket)
+    return child_bucket, parent_bucket, beyond
 
 
 def match_means(
@@ -397,21 +385,32 @@ def _spread(means: np.ndarray, places: np.ndarray) -> float:
     return float(np.std(means[used])) if used.any() else 0.0
 
 
-def _shared_buckets(child: pd.Series, parent: pd.Series, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+def _shared_buckets(
+    child: pd.Series, parent: pd.Series, buckets: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Codes of both sides on one scale: numeric columns by quantile buckets of the parents' values,
-    other columns by their sorted distinct values; nulls last."""
+    other columns by their sorted distinct values; nulls last. And whether each parent's numeric value
+    lies below or above every child's (never for other columns)."""
+    beyond = np.zeros(len(parent), dtype=bool)
     if pd.api.types.is_numeric_dtype(child.dtype) and pd.api.types.is_numeric_dtype(parent.dtype):
         child_values = pd.to_numeric(child).to_numpy(dtype=float, na_value=np.nan)
         parent_values = pd.to_numeric(parent).to_numpy(dtype=float, na_value=np.nan)
+        known = child_values[~np.isnan(child_values)]
+        if len(known):
+            beyond = (parent_values < known.min()) | (parent_values > known.max())
         present = parent_values[~np.isnan(parent_values)]
         if len(present) == 0:
-            return np.zeros(len(child_values), dtype=np.int64), np.zeros(len(parent_values), dtype=np.int64)
+            return (
+                np.zeros(len(child_values), dtype=np.int64),
+                np.zeros(len(parent_values), dtype=np.int64),
+                beyond,
+            )
         edges = np.unique(np.quantile(present, np.linspace(0, 1, buckets + 1)[1:-1]))
-        return _bucket(child_values, edges), _bucket(parent_values, edges)
+        return _bucket(child_values, edges), _bucket(parent_values, edges), beyond
     both = pd.concat([child.astype(object), parent.astype(object)], ignore_index=True)
     codes, _ = pd.factorize(both.astype(str).where(both.notna(), None), sort=True)
     codes = np.where(codes < 0, codes.max(initial=0) + 1, codes)
-    return codes[: len(child)], codes[len(child) :]
+    return codes[: len(child)], codes[len(child) :], beyond
 
 
 def _bucket(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
