@@ -6,6 +6,8 @@ import os
 import resource
 import signal
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -157,3 +159,84 @@ def test_each_cluster_of_a_worker_is_logged_with_its_own_cpu_seconds(caplog):
     assert len(in_workers) == len(stitched) + 1 >= 3
     assert all(0 < record.cpu_s <= record.wall_s + 0.05 for record in in_workers)  # one thread each
     assert {record.stage for record in stages} >= {"encode", "forest", "clustering", "assemble"}
+
+
+_TURNS_LOG: list[Path] = []
+
+
+def _square_logging_its_turn(columns):
+    with _TURNS_LOG[0].open("a") as log:
+        log.write(f"start {columns[0]}\n")
+    with _TURNS_LOG[0].open("a") as log:
+        log.write(f"end {columns[0]}\n")
+    return columns[0] ** 2
+
+
+def test_a_finished_worker_hands_its_turn_on_without_the_caller_asking(tmp_path, monkeypatch):
+    # The caller is busy stitching while workers finish: the next cluster starts anyway, and the
+    # finished ones wait in files until they are asked for.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _TURNS_LOG[:] = [tmp_path / "turns.log"]
+    clusters = [(1,), (2,), (3,)]
+    parallel = ParallelMaterializer(clusters, _square_logging_its_turn, workers=1)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _turns_logged().count("end") < len(clusters):
+            time.sleep(0.02)
+        # One worker at a time, in plan order, all of them done before any cluster was asked for.
+        assert _turns_logged() == ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
+        assert [parallel(columns) for columns in clusters] == [1, 4, 9]
+    finally:
+        parallel.close()
+    assert _live_children() == []
+    assert [path.name for path in tmp_path.iterdir()] == ["turns.log"]  # no cluster file is left
+
+
+def _turns_logged() -> list[str]:
+    path = _TURNS_LOG[0]
+    return path.read_text().split("\n")[:-1] if path.exists() else []
+
+
+def test_the_turn_of_a_worker_that_dies_goes_on_to_the_next_cluster():
+    parallel = ParallelMaterializer([(3,), (1,), (4,)], _square_or_fail, workers=1)
+    try:
+        assert parallel((4,)) == 16  # its turn came after both before it ended
+        with pytest.raises(WorkerDied, match=r"cluster \(3,\) died"):
+            parallel((3,))
+        assert parallel((1,)) == 1
+    finally:
+        parallel.close()
+    assert _live_children() == []
+
+
+def test_a_cluster_asked_for_twice_is_refused():
+    parallel = ParallelMaterializer([(0, 1), (1, 4)], _square_or_fail, workers=2)
+    try:
+        assert parallel((1, 4)) == 17
+        with pytest.raises(KeyError, match="collected already"):
+            parallel((1, 4))
+        with pytest.raises(KeyError, match="not one of"):
+            parallel((7,))
+    finally:
+        parallel.close()
+
+
+_RELEASE: list[Path] = []
+
+
+def _square_once_released(columns):
+    while not _RELEASE[0].exists():
+        time.sleep(0.01)
+    return columns[0] ** 2
+
+
+def test_stitches_get_the_cores_of_workers_that_are_done(tmp_path):
+    _RELEASE[:] = [tmp_path / "release"]
+    parallel = ParallelMaterializer([(1,), (2,), (3,)], _square_once_released, workers=2)
+    try:
+        assert parallel.idle_cores() == 1  # two workers run, the third waits for a turn
+        _RELEASE[0].touch()
+        assert [parallel(columns) for columns in [(1,), (2,), (3,)]] == [1, 4, 9]
+        assert parallel.idle_cores() == 2
+    finally:
+        parallel.close()
