@@ -24,6 +24,7 @@ from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.forest import null_mapping, snap_range
 from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
 from syndiffix_core.stitch_values import choose_stitch_values
+from syndiffix_core.threads import map_in_threads
 
 # A split is accepted when, for both halves, the smaller side has at least this share of the larger.
 SPLIT_BALANCE = 0.7
@@ -69,8 +70,10 @@ def assemble(
     column_ranges: Mapping[int, tuple[float, float]] | None = None,
     null_values: Mapping[int, float] | None = None,
     progress: Callable[[str, float], None] | None = None,
+    stitch_threads: Callable[[], int] | None = None,
 ) -> Microtable:
-    """Synthesize the initial cluster, then join every derived cluster onto the accumulated table."""
+    """Synthesize the initial cluster, then join every derived cluster onto the accumulated table.
+    `stitch_threads`: asked before each stitch how many threads it may use (default 1)."""
     total = 1 + len(clusters.derived)
     table = materialize(clusters.initial)
     if progress is not None:
@@ -90,6 +93,7 @@ def assemble(
                 null_values=null_values,
                 rng=rng,
                 keep_values=stitched_later,
+                threads=1 if stitch_threads is None else stitch_threads(),
             )
         else:
             table = patch(table, right, rng=rng, keep_values=stitched_later)
@@ -133,9 +137,11 @@ def stitch(
     null_values: Mapping[int, float] | None = None,
     rng: np.random.Generator,
     keep_values: Collection[int] | None = None,
+    threads: int = 1,
 ) -> Microtable:
     """Join right rows to left rows that agree on the stitch columns.
-    `keep_values`: the columns whose floats the result keeps (default: all).
+    `keep_values`: the columns whose floats the result keeps (default: all). `threads`: how many
+    one-sided columns are calibrated side by side (the result is the same for any count).
 
     Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
     entropy first, then round robin) while the halves stay balanced between the sides; each final range
@@ -179,16 +185,9 @@ def stitch(
         take_right = slot % 2 == 1
         if owner is StitchOwner.BEST:
             take_right = choose_stitch_values(left, right, stitch_columns, left_rows, right_rows, take_right)
-    left_rows_of = {
-        c: _calibrated_rows(_order_key(left, c), left_rows, rng)
-        for c in left.columns
-        if c not in right.columns
-    }
-    right_rows_of = {
-        c: _calibrated_rows(_order_key(right, c), right_rows, rng)
-        for c in right.columns
-        if c not in left.columns
-    }
+    one_sided = [(left, c, left_rows) for c in left.columns if c not in right.columns]
+    one_sided += [(right, c, right_rows) for c in right.columns if c not in left.columns]
+    calibrated = _calibrate_columns(one_sided, rng, threads)
     return _join(
         left,
         right,
@@ -196,8 +195,8 @@ def stitch(
         right_rows,
         take_right=take_right,
         keep_values=keep_values,
-        left_rows_of=left_rows_of,
-        right_rows_of=right_rows_of,
+        left_rows_of={c: calibrated[c] for c in left.columns if c in calibrated},
+        right_rows_of={c: calibrated[c] for c in right.columns if c in calibrated},
     )
 
 
@@ -209,14 +208,35 @@ def _order_key(table: Microtable, column: int) -> np.ndarray:
     return pd.factorize(table.typed[column], sort=True)[0].astype(float)
 
 
-def _calibrated_rows(values: np.ndarray, rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _calibrate_columns(
+    one_sided: Sequence[tuple[Microtable, int, np.ndarray]], rng: np.random.Generator, threads: int
+) -> dict[int, np.ndarray]:
+    """`_calibrated_rows` of each (side, column, the side's row per output row), `threads` columns side
+    by side (their sorts release the GIL). Each column's random numbers are drawn in column order before
+    its batch starts, so the rows do not depend on the thread count."""
+    calibrated = {}
+    batch_size = max(1, threads)
+    for start in range(0, len(one_sided), batch_size):
+        batch = [
+            (_order_key(table, column), rows, rng.random(len(rows)), rng.random(table.num_rows))
+            for table, column, rows in one_sided[start : start + batch_size]
+        ]
+        results = map_in_threads(lambda task: _calibrated_rows(*task), batch, threads)
+        for (_, column, _), rows in zip(one_sided[start : start + batch_size], results, strict=True):
+            calibrated[column] = rows
+    return calibrated
+
+
+def _calibrated_rows(
+    values: np.ndarray, rows: np.ndarray, output_randoms: np.ndarray, side_randoms: np.ndarray
+) -> np.ndarray:
     """Per output row, the row of one side whose value it takes in one column of that side (`values`:
     the column's order keys, `rows`: the side's row paired with each output row): the output's rows keep
-    their order in the column (ties in random order), and its values are the side's own, each as often
-    as its share of the side's rows gives (quantiles at the output's row count)."""
+    their order in the column (ties in random order by `output_randoms`), and its values are the side's
+    own, each as often as its share of the side's rows gives (quantiles at the output's row count; ties
+    among the side's rows in random order by `side_randoms`)."""
     n_out, n_right = len(rows), len(values)
-    output_randoms = rng.random(n_out)
-    by_value = order_with_random_ties(values, rng.random(n_right))
+    by_value = order_with_random_ties(values, side_randoms)
     # the output's keys are some of the side's: their ranks in the side's order sort as they do
     by_output = order_by_rank_with_random_ties(dense_ranks(values, by_value)[rows], output_randoms)
     quantile = ((np.arange(n_out) + 0.5) * (n_right / n_out)).astype(np.int64)

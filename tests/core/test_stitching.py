@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from syndiffix_core import stitching
 from syndiffix_core.clustering import StitchOwner
 from syndiffix_core.stitching import Microtable, _root_ranges, _split_recursively, patch, stitch
 
@@ -238,3 +241,38 @@ def test_assemble_holds_no_cluster_of_its_own_while_the_next_one_is_materialized
     joined = assemble(clusters, materialize, entropies=None, rng=rng)
     assert joined.columns == (0, 1, 2, 3)
     assert alive_at_start == [False, False, False]
+
+
+def test_one_sided_columns_calibrated_on_two_threads_give_the_one_thread_join(monkeypatch):
+    rng = np.random.default_rng(3)
+    n_left, n_right = 5_000, 4_900
+    left = microtable(
+        {
+            0: rng.integers(0, 50, n_left),
+            1: rng.normal(size=n_left),
+            2: rng.integers(0, 4, n_left),
+            3: rng.random(n_left),
+        }
+    )
+    right = microtable(
+        {0: rng.integers(0, 50, n_right), 4: rng.normal(size=n_right), 5: rng.integers(0, 9, n_right)}
+    )
+    one = stitch(left, right, [0], rng=np.random.default_rng(7))
+
+    side_by_side = threading.Barrier(2)
+    calibrate = stitching._calibrated_rows
+    calls = []
+
+    def calibrate_after_the_barrier(*args):
+        calls.append(args)
+        if len(calls) <= 2:
+            side_by_side.wait(timeout=30)  # raises BrokenBarrierError unless two columns run at once
+        return calibrate(*args)
+
+    monkeypatch.setattr(stitching, "_calibrated_rows", calibrate_after_the_barrier)
+    two = stitch(left, right, [0], rng=np.random.default_rng(7), threads=2)
+    assert len(calls) == 5  # columns 1, 2, 3 of the left and 4, 5 of the right
+    assert one.columns == two.columns
+    np.testing.assert_array_equal(one.values, two.values)
+    for column in one.columns:
+        pd.testing.assert_series_equal(one.typed[column], two.typed[column])

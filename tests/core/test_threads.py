@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from syndiffix_core import synthesize, synthesizer
+from syndiffix_core import stitching, synthesize, synthesizer
 from syndiffix_core.forest import Forest
 from syndiffix_core.harvest import Harvester
 from syndiffix_core.params import ClusteringParams
@@ -139,4 +139,26 @@ def test_the_one_dim_trees_of_a_large_table_are_built_on_threads(monkeypatch):
     monkeypatch.setattr(synthesizer, "THREADED_FOREST_MIN_ROWS", 3000)
     large = synthesize(table, salt="threads", workers=2, clustering=single)
     assert asked == [1, 2]
+    pd.testing.assert_frame_equal(small, large)
+
+
+def test_the_stitches_of_a_large_table_calibrate_on_threads(monkeypatch):
+    # Below THREADED_STITCH_MIN_ROWS the threads' sort keys would raise the peak for little gain. The
+    # clusters are materialized in this process here, so every stitch may use both threads.
+    asked = []
+    stitch = stitching.stitch
+
+    def recording(*args, threads=1, **options):
+        asked.append(threads)
+        return stitch(*args, threads=threads, **options)
+
+    monkeypatch.setattr(stitching, "stitch", recording)
+    table, _ = generated_table(3000, 10)
+    small = synthesize(table, salt="threads", workers=2)
+    stitches = len(asked)
+    monkeypatch.setattr(synthesizer, "THREADED_STITCH_MIN_ROWS", 3000)
+    monkeypatch.setattr(synthesizer, "THREADED_TREES_MIN_ROWS", 3000)
+    large = synthesize(table, salt="threads", workers=2)
+    assert stitches >= 2
+    assert asked == [1] * stitches + [2] * stitches
     pd.testing.assert_frame_equal(small, large)
