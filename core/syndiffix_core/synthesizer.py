@@ -220,6 +220,9 @@ def synthesize(
             microtable = _materialize(context, columns, pending=pending, threads=context.threads)
             clock.lap(_cluster_stage(context, columns))
             return microtable
+        # The previous stitch's temporaries are freed: their heap pages go back before the wait, in
+        # which `workers` clusters may run beside this process.
+        return_freed_memory()
         microtable, wall_s, cpu_s = parallel(columns)
         clock.record(_cluster_stage(context, columns) + " in a worker", wall_s, cpu_s)
         return microtable

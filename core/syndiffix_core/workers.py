@@ -63,51 +63,89 @@ class WorkerDied(RuntimeError):
 
 
 class _Turns:
-    """Who runs next: one pipe per cluster on which its worker waits, a shared counter of the next
-    cluster to start, and per cluster whether its turn has been handed on. Shared by the parent and
-    every worker (all are forked after it is made)."""
+    """Who runs: `workers` slots, held by the workers that run and by the calling process while it
+    reads and stitches clusters. One pipe per cluster on which its worker waits for a slot, one on
+    which the calling process does; under one lock, the next cluster to start, the free slots, which
+    cluster the calling process waits for, and per cluster whether it is done (its slot handed on).
+    Shared by the parent and every worker (all are forked after it is made)."""
+
+    NOBODY, ANY = -1, -2  # `wanted` when the calling process waits for no slot / for any slot
 
     def __init__(self, count: int):
         pipes = [_FORK.Pipe(duplex=False) for _ in range(count)]
         self.receivers = [receiver for receiver, _ in pipes]
         self.senders = [sender for _, sender in pipes]
-        self.next = _FORK.Value("q", 0)
-        self.handed_on = _FORK.RawArray("b", count)
+        self.caller_receiver, self.caller_sender = _FORK.Pipe(duplex=False)
+        self.lock = _FORK.Lock()
+        self.next = _FORK.RawValue("q", 0)
+        self.free = _FORK.RawValue("q", 0)
+        self.wanted = _FORK.RawValue("q", self.NOBODY)
+        self.done = _FORK.RawArray("b", count)
 
-    def start(self, index: int) -> None:
-        with contextlib.suppress(OSError):  # a worker gone already is reported when collected
-            self.senders[index].send(True)
+    def begin(self, slots: int) -> None:
+        """The first `slots` clusters start."""
+        with self.lock:
+            self.next.value = slots
+        for index in range(slots):
+            self._send(self.senders[index])
 
-    def start_first(self, count: int) -> None:
-        self.next.value = count
-        for index in range(count):
-            self.start(index)
-
-    def hand_on(self, finished: int) -> bool:
-        """Start the next waiting cluster in place of `finished`, once per finished cluster; False if the
-        counter's lock could not be had."""
-        lock = self.next.get_lock()
-        if not lock.acquire(timeout=_TURN_LOCK_TIMEOUT_S):
+    def finished(self, index: int) -> bool:
+        """Hand on the slot of a finished (or dead) cluster, once; False if the lock could not be had (a
+        process killed while holding it)."""
+        if not self.lock.acquire(timeout=_TURN_LOCK_TIMEOUT_S):
             return False
         try:
-            if self.handed_on[finished]:
-                return True
-            self.handed_on[finished] = 1
-            index = self.next.value
-            self.next.value = index + 1
+            if not self.done[index]:
+                self.done[index] = 1
+                self._hand_on()
         finally:
-            lock.release()
-        if index < len(self.senders):
-            self.start(index)
+            self.lock.release()
         return True
 
-    def wait_for_turn(self, index: int, parent: int) -> bool:
-        """Whether this cluster's turn came (False: the parent is gone). Every process holds this pipe's
+    def release(self) -> None:
+        """The calling process gives its slot back."""
+        with self.lock:
+            self._hand_on()
+
+    def ask(self, index: int) -> bool:
+        """The calling process asks for a slot to read cluster `index` with: True if it has one now,
+        else it is sent one on `caller_receiver` once that cluster is done and a slot is free."""
+        with self.lock:
+            if self.done[index] and self.free.value > 0:
+                self.free.value -= 1
+                return True
+            self.wanted.value = self.ANY if self.done[index] else index
+            return False
+
+    def spare(self) -> int:
+        """Slots nobody holds (no cluster is left to start)."""
+        return self.free.value
+
+    def wait_for_slot(self, index: int, parent: int) -> bool:
+        """Whether this cluster's slot came (False: the parent is gone). Every process holds this pipe's
         sending end, so the parent's end closing is not seen: the parent's pid is watched instead."""
         while not self.receivers[index].poll(1.0):
             if os.getppid() != parent:
                 return False
         return True
+
+    def _hand_on(self) -> None:
+        # Under the lock: the slot goes to the calling process if it waits for it, else to the next
+        # cluster, else it stays free.
+        wanted = self.wanted.value
+        if wanted == self.ANY or (wanted >= 0 and self.done[wanted]):
+            self.wanted.value = self.NOBODY
+            self._send(self.caller_sender)
+        elif self.next.value < len(self.senders):
+            self._send(self.senders[self.next.value])
+            self.next.value += 1
+        else:
+            self.free.value += 1
+
+    @staticmethod
+    def _send(sender) -> None:
+        with contextlib.suppress(OSError):  # a worker gone already is reported when collected
+            sender.send(True)
 
 
 def _materialize_in_child(
@@ -118,7 +156,7 @@ def _materialize_in_child(
     result: Path,
     parent: int,
 ) -> None:
-    if not turns.wait_for_turn(index, parent):
+    if not turns.wait_for_slot(index, parent):
         return
     try:
         try:
@@ -131,7 +169,7 @@ def _materialize_in_child(
             del outcome
             _write(result, (False, RuntimeError(f"cluster {columns} could not be passed on: {error}")))
     finally:
-        turns.hand_on(index)
+        turns.finished(index)
 
 
 def _write(path: Path, outcome: tuple[bool, Any]) -> None:
@@ -143,14 +181,19 @@ def _write(path: Path, outcome: tuple[bool, Any]) -> None:
 
 
 class ParallelMaterializer:
-    """Materializes the clusters in plan order, at most `workers` at a time; calling it with a cluster
+    """Materializes the clusters in plan order on at most `workers` cores; calling it with a cluster
     waits for that cluster's microdata (re-raising its error).
 
     Every cluster's worker is forked at once, from this process as it is now (its freed heap pages
     returned first), and waits for its turn: a worker's resident set starts from that, not from what
     this process holds later while it stitches. `all_started` then runs once, in this process (what
     only the workers read can be dropped). Finished clusters wait in files of a temporary directory
-    (under TMPDIR) until they are asked for; `close` removes it."""
+    (under TMPDIR) until they are asked for; `close` removes it.
+
+    From the call that returns a cluster until the next call, this process holds one of the `workers`
+    slots (it stitches then), so that a stitch never runs next to `workers` materializing clusters: the
+    cores stay busy all the same, and memory holds at most `workers` large working sets. While it waits
+    for a cluster that is not done, the slot is a worker's."""
 
     def __init__(
         self,
@@ -164,7 +207,9 @@ class ParallelMaterializer:
         self._directory = Path(tempfile.mkdtemp(prefix="syndiffix-clusters-"))
         self._turns = _Turns(len(self._clusters))
         self._processes: dict[int, multiprocessing.process.BaseProcess] = {}  # not reaped yet
-        self._exit_codes: dict[int, int] = {}  # reaped, their files not read yet
+        self._exit_codes: dict[int, int] = {}
+        self._read_already: set[int] = set()
+        self._holding = False  # whether this process holds a slot
         return_freed_memory()  # a forked worker starts with every page this process holds
         for index, columns in enumerate(self._clusters):
             process = _FORK.Process(
@@ -179,31 +224,29 @@ class ParallelMaterializer:
         if all_started is not None:
             all_started()
         self._workers = max(1, min(workers, len(self._clusters)))
-        self._turns.start_first(self._workers)
+        self._turns.begin(self._workers)
 
     def __call__(self, columns: tuple[int, ...]) -> Any:
         columns = tuple(columns)
         if columns not in self._clusters:
             raise KeyError(f"cluster {columns} is not one of this materializer's")
         index = self._clusters.index(columns)
-        while index not in self._exit_codes:
-            if index not in self._processes:
-                raise KeyError(f"cluster {columns} was collected already")
-            sentinels = {process.sentinel: i for i, process in self._processes.items()}
-            for sentinel in wait(list(sentinels)):
-                self._reap(sentinels[sentinel])
-        succeeded, payload = self._read(index, self._exit_codes.pop(index))
+        if index in self._read_already:
+            raise KeyError(f"cluster {columns} was collected already")
+        if self._holding and not self._turns.done[index]:
+            self._turns.release()  # a worker runs while this process waits
+            self._holding = False
+        if not self._holding:
+            self._wait_for_slot(index)
+        self._read_already.add(index)
+        succeeded, payload = self._read(index)
         if not succeeded:
             raise payload
         return payload
 
     def idle_cores(self) -> int:
-        """How many threads the calling process may use now: the workers' cores that no cluster runs on
-        or waits for any longer (at least one)."""
-        sentinels = {process.sentinel: i for i, process in self._processes.items()}
-        for sentinel in wait(list(sentinels), timeout=0):
-            self._reap(sentinels[sentinel])
-        return max(1, self._workers - len(self._processes))
+        """How many threads this process may use now: its own slot's and the slots nobody holds."""
+        return 1 + self._turns.spare()
 
     def close(self) -> None:
         """Stops what still runs or waits (after a failure elsewhere), reaps every process and removes
@@ -211,11 +254,23 @@ class ParallelMaterializer:
         for process in self._processes.values():
             process.kill()
             process.join()
-        for sender in self._turns.senders:
+        for sender in [*self._turns.senders, self._turns.caller_sender, self._turns.caller_receiver]:
             sender.close()
         self._processes.clear()
-        self._exit_codes.clear()
         shutil.rmtree(self._directory, ignore_errors=True)
+
+    def _wait_for_slot(self, index: int) -> None:
+        """Until cluster `index` is done and this process holds a slot (reaping the workers that end
+        meanwhile: a dead one's slot is handed on here)."""
+        if not self._turns.ask(index):
+            receiver = self._turns.caller_receiver
+            while not receiver.poll():
+                sentinels = {process.sentinel: i for i, process in self._processes.items()}
+                for ready in wait([receiver, *sentinels]):
+                    if ready is not receiver:
+                        self._reap(sentinels[ready])
+            receiver.recv()
+        self._holding = True
 
     def _result(self, index: int) -> Path:
         return self._directory / f"cluster-{index}.pickle"
@@ -224,14 +279,16 @@ class ParallelMaterializer:
         process = self._processes.pop(index)
         process.join()
         self._exit_codes[index] = process.exitcode
-        if process.exitcode != 0 and not self._turns.hand_on(index):
+        if process.exitcode != 0 and not self._turns.finished(index):
             raise WorkerDied(f"the worker for cluster {self._clusters[index]} died holding the turn lock")
 
-    def _read(self, index: int, exit_code: int) -> tuple[bool, Any]:
+    def _read(self, index: int) -> tuple[bool, Any]:
         path = self._result(index)
-        if exit_code != 0 or not path.exists():
-            columns = self._clusters[index]
-            return False, WorkerDied(f"the worker for cluster {columns} died (exit code {exit_code})")
+        if not path.exists():
+            if index in self._processes:
+                self._reap(index)
+            columns, code = self._clusters[index], self._exit_codes[index]
+            return False, WorkerDied(f"the worker for cluster {columns} died (exit code {code})")
         with path.open("rb") as file:
             outcome = pickle.load(file)
         path.unlink()

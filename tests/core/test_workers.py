@@ -7,6 +7,7 @@ import resource
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -181,7 +182,9 @@ def test_a_finished_worker_hands_its_turn_on_without_the_caller_asking(tmp_path,
     parallel = ParallelMaterializer(clusters, _square_logging_its_turn, workers=1)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _turns_logged().count("end") < len(clusters):
+        while time.monotonic() < deadline and sum(line.startswith("end") for line in _turns_logged()) < len(
+            clusters
+        ):
             time.sleep(0.02)
         # One worker at a time, in plan order, all of them done before any cluster was asked for.
         assert _turns_logged() == ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
@@ -240,3 +243,36 @@ def test_stitches_get_the_cores_of_workers_that_are_done(tmp_path):
         assert parallel.idle_cores() == 2
     finally:
         parallel.close()
+
+
+def _square_once_its_own_release(columns):
+    release = _RELEASE[0].with_name(f"release-{columns[0]}")
+    while columns[0] < 3 and not release.exists():
+        time.sleep(0.01)
+    return columns[0] ** 2
+
+
+def test_the_caller_holds_a_slot_from_the_cluster_it_gets_until_it_asks_for_one_not_done(tmp_path):
+    # While the caller stitches, it takes a slot: a stitch never runs next to `workers` clusters.
+    _RELEASE[:] = [tmp_path / "release"]
+    parallel = ParallelMaterializer([(1,), (2,), (3,)], _square_once_its_own_release, workers=2)
+
+    def release_cluster_1_once_the_caller_waits_for_it():
+        while parallel._turns.wanted.value != 0:
+            time.sleep(0.01)
+        (tmp_path / "release-1").touch()
+
+    releaser = threading.Thread(target=release_cluster_1_once_the_caller_waits_for_it)
+    releaser.start()
+    try:
+        assert parallel((1,)) == 1
+        # Cluster 1's slot went to the caller, not to cluster 3; cluster 2 still runs.
+        assert parallel._turns.next.value == 2
+        assert parallel.idle_cores() == 1
+        (tmp_path / "release-2").touch()
+        assert [parallel((2,)), parallel((3,))] == [4, 9]
+        assert parallel.idle_cores() == 2
+    finally:
+        releaser.join(timeout=60)
+        parallel.close()
+    assert _live_children() == []
