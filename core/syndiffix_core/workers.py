@@ -163,6 +163,8 @@ def _materialize_in_child(
             outcome = (True, materialize(columns))
         except BaseException as error:  # the parent re-raises it; nothing may escape a forked child
             outcome = (False, error)
+        if os.getppid() != parent:
+            return  # nobody would read it
         try:
             _write(result, outcome)
         except Exception as error:  # an unpicklable exception, a full disk: pass on what went wrong
@@ -170,6 +172,11 @@ def _materialize_in_child(
             _write(result, (False, RuntimeError(f"cluster {columns} could not be passed on: {error}")))
     finally:
         turns.finished(index)
+        if os.getppid() != parent:  # the calling process was killed: nobody reads or removes the file
+            with contextlib.suppress(OSError):
+                result.unlink()
+            with contextlib.suppress(OSError):
+                result.parent.rmdir()  # once the last file is gone
 
 
 def _write(path: Path, outcome: tuple[bool, Any]) -> None:

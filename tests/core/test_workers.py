@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import resource
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -276,3 +277,34 @@ def test_the_caller_holds_a_slot_from_the_cluster_it_gets_until_it_asks_for_one_
         releaser.join(timeout=60)
         parallel.close()
     assert _live_children() == []
+
+
+_KILLED_CALLER = """
+import os, sys, time
+from pathlib import Path
+sys.path[:0] = {paths!r}
+from syndiffix_core.workers import ParallelMaterializer
+
+release = Path({release!r})
+
+def square_once_released(columns):
+    while not release.exists():
+        time.sleep(0.01)
+    return columns[0] ** 2
+
+ParallelMaterializer([(1,), (2,)], square_once_released, workers=2)
+os._exit(0)  # killed before it reads or removes anything
+"""
+
+
+def test_the_workers_of_a_killed_caller_leave_no_files_behind(tmp_path):
+    release = tmp_path / "release"
+    script = _KILLED_CALLER.format(paths=sys.path, release=str(release))
+    environment = {**os.environ, "TMPDIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", script], env=environment, check=True, timeout=60)
+    [directory] = [path for path in tmp_path.iterdir() if path.name.startswith("syndiffix-clusters-")]
+    release.touch()  # the orphaned workers finish now
+    deadline = time.monotonic() + 60
+    while directory.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not directory.exists()
