@@ -187,7 +187,6 @@ def stitch(
             take_right = choose_stitch_values(left, right, stitch_columns, left_rows, right_rows, take_right)
     one_sided = [(left, c, left_rows) for c in left.columns if c not in right.columns]
     one_sided += [(right, c, right_rows) for c in right.columns if c not in left.columns]
-    calibrated = _calibrate_columns(one_sided, rng, threads)
     return _join(
         left,
         right,
@@ -195,8 +194,7 @@ def stitch(
         right_rows,
         take_right=take_right,
         keep_values=keep_values,
-        left_rows_of={c: calibrated[c] for c in left.columns if c in calibrated},
-        right_rows_of={c: calibrated[c] for c in right.columns if c in calibrated},
+        rows_of=_calibrate_columns(one_sided, rng, threads),
     )
 
 
@@ -217,12 +215,13 @@ def _calibrate_columns(
     calibrated = {}
     batch_size = max(1, threads)
     for start in range(0, len(one_sided), batch_size):
-        batch = [
+        batch = one_sided[start : start + batch_size]
+        tasks = [
             (_order_key(table, column), rows, rng.random(len(rows)), rng.random(table.num_rows))
-            for table, column, rows in one_sided[start : start + batch_size]
+            for table, column, rows in batch
         ]
-        results = map_in_threads(lambda task: _calibrated_rows(*task), batch, threads)
-        for (_, column, _), rows in zip(one_sided[start : start + batch_size], results, strict=True):
+        results = map_in_threads(lambda task: _calibrated_rows(*task), tasks, threads)
+        for (_, column, _), rows in zip(batch, results, strict=True):
             calibrated[column] = rows
     return calibrated
 
@@ -464,13 +463,12 @@ def _join(
     *,
     take_right: np.ndarray | None,
     keep_values: Collection[int] | None = None,
-    left_rows_of: Mapping[int, np.ndarray] | None = None,
-    right_rows_of: Mapping[int, np.ndarray] | None = None,
+    rows_of: Mapping[int, np.ndarray] | None = None,
 ) -> Microtable:
     """Row i of the result is left row ``left_rows[i]`` next to right row ``right_rows[i]``; a column on
     both sides comes from the right where ``take_right`` is set, else from the left. Floats are kept for
-    the columns in `keep_values` (default: all). `left_rows_of`/`right_rows_of`: per column of one side,
-    the rows its values come from instead."""
+    the columns in `keep_values` (default: all). `rows_of`: per column only one side holds, the rows of
+    that side its values come from instead."""
     columns = list(left.columns) + [c for c in right.columns if c not in left.columns]
     value_columns = [c for c in columns if keep_values is None or c in keep_values]
     values = np.empty((len(left_rows), len(value_columns)))
@@ -487,12 +485,12 @@ def _join(
             combined = pd.concat([left.typed[column], right.typed[column]], ignore_index=True)
             typed[column] = combined.take(indices).reset_index(drop=True)
         elif in_left:
-            rows = left_rows if left_rows_of is None else left_rows_of.get(column, left_rows)
+            rows = left_rows if rows_of is None else rows_of.get(column, left_rows)
             if keep:
                 target[:] = left.column_values(column)[rows]
             typed[column] = left.typed[column].take(rows).reset_index(drop=True)
         else:
-            rows = right_rows if right_rows_of is None else right_rows_of.get(column, right_rows)
+            rows = right_rows if rows_of is None else rows_of.get(column, right_rows)
             if keep:
                 target[:] = right.column_values(column)[rows]
             typed[column] = right.typed[column].take(rows).reset_index(drop=True)

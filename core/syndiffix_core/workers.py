@@ -261,8 +261,8 @@ class ParallelMaterializer:
         for process in self._processes.values():
             process.kill()
             process.join()
-        for sender in [*self._turns.senders, self._turns.caller_sender, self._turns.caller_receiver]:
-            sender.close()
+        for end in [*self._turns.senders, self._turns.caller_sender, self._turns.caller_receiver]:
+            end.close()
         self._processes.clear()
         shutil.rmtree(self._directory, ignore_errors=True)
 

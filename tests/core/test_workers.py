@@ -225,43 +225,42 @@ def test_a_cluster_asked_for_twice_is_refused():
         parallel.close()
 
 
-_RELEASE: list[Path] = []
+_RELEASES: list[Path] = []  # the directory in which cluster c's worker waits for a file release-c
 
 
 def _square_once_released(columns):
-    while not _RELEASE[0].exists():
+    while not (_RELEASES[0] / f"release-{columns[0]}").exists():
         time.sleep(0.01)
     return columns[0] ** 2
 
 
+def _release(*clusters: int) -> None:
+    for cluster in clusters:
+        (_RELEASES[0] / f"release-{cluster}").touch()
+
+
 def test_stitches_get_the_cores_of_workers_that_are_done(tmp_path):
-    _RELEASE[:] = [tmp_path / "release"]
+    _RELEASES[:] = [tmp_path]
     parallel = ParallelMaterializer([(1,), (2,), (3,)], _square_once_released, workers=2)
     try:
         assert parallel.idle_cores() == 1  # two workers run, the third waits for a turn
-        _RELEASE[0].touch()
+        _release(1, 2, 3)
         assert [parallel(columns) for columns in [(1,), (2,), (3,)]] == [1, 4, 9]
         assert parallel.idle_cores() == 2
     finally:
         parallel.close()
 
 
-def _square_once_its_own_release(columns):
-    release = _RELEASE[0].with_name(f"release-{columns[0]}")
-    while columns[0] < 3 and not release.exists():
-        time.sleep(0.01)
-    return columns[0] ** 2
-
-
 def test_the_caller_holds_a_slot_from_the_cluster_it_gets_until_it_asks_for_one_not_done(tmp_path):
     # While the caller stitches, it takes a slot: a stitch never runs next to `workers` clusters.
-    _RELEASE[:] = [tmp_path / "release"]
-    parallel = ParallelMaterializer([(1,), (2,), (3,)], _square_once_its_own_release, workers=2)
+    _RELEASES[:] = [tmp_path]
+    _release(3)
+    parallel = ParallelMaterializer([(1,), (2,), (3,)], _square_once_released, workers=2)
 
     def release_cluster_1_once_the_caller_waits_for_it():
         while parallel._turns.wanted.value != 0:
             time.sleep(0.01)
-        (tmp_path / "release-1").touch()
+        _release(1)
 
     releaser = threading.Thread(target=release_cluster_1_once_the_caller_waits_for_it)
     releaser.start()
@@ -270,7 +269,7 @@ def test_the_caller_holds_a_slot_from_the_cluster_it_gets_until_it_asks_for_one_
         # Cluster 1's slot went to the caller, not to cluster 3; cluster 2 still runs.
         assert parallel._turns.next.value == 2
         assert parallel.idle_cores() == 1
-        (tmp_path / "release-2").touch()
+        _release(2)
         assert [parallel((2,)), parallel((3,))] == [4, 9]
         assert parallel.idle_cores() == 2
     finally:
