@@ -11,20 +11,14 @@ Counts travel up as real numbers and are rounded once at the end, fractions carr
 
 Refinement is lazy: a node to refine for n rows is kept as ONE placeholder entry (count n) in its
 tree's harvest ("pool"); only when rows are materialized is each placeholder row turned into a
-concrete bucket. A refined bucket of node X takes a (k-1)-dim sub-bucket from a subnode i (the node
-of the lower-dim tree with X's ranges minus dimension i), drawn count-weighted from that tree's pool
-entries originating under the subnode (a preorder interval), and its missing dimension i from a
-sub-bucket of another subnode. A drawn entry that is itself a placeholder is concretized the same
-way, recursively (only the one needed dimension for the missing-dimension draw). A missing subnode,
-or one without entries, contributes X's own ranges. Singular dimensions of X keep X's point.
-This keeps every pool O(nodes) instead of O(rows), for every lower-dim tree. After concretizing,
-frequent exact values that refinement over-draws are thinned back towards their 1-dim counts
-(`_rebalance_exact_values`).
+concrete bucket, drawn from the pools of the lower-dim trees (`refinement.RefinementDraws`, which
+reads each pool entry's sub-pool ranges from `sub_pool_index`). This keeps every pool O(nodes)
+instead of O(rows), for every lower-dim tree. After concretizing, frequent exact values that
+refinement over-draws are thinned back towards their 1-dim counts (`_rebalance_exact_values`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
@@ -32,6 +26,7 @@ from itertools import combinations
 import numpy as np
 
 from .forest import Forest, Tree
+from .refinement import RefinementDraws
 from .threads import map_in_threads
 
 
@@ -208,9 +203,10 @@ class Harvester:
             return pool
         rng = self.forest.salt.rng("refine", *(self.forest.column_names[j] for j in columns))
         expanded = np.repeat(np.flatnonzero(lazy), pool.count[lazy])
-        low, high = self._concretize(columns, expanded, rng)
+        draws = RefinementDraws(self, rng)
+        low, high = draws.concretize(columns, expanded)
         if len(columns) > 1:
-            self._rebalance_exact_values(columns, pool, expanded, low, high, rng)
+            self._rebalance_exact_values(columns, pool, expanded, low, high, draws)
         entries = np.flatnonzero(~lazy)
         origin = np.concatenate([pool.origin[entries], pool.origin[expanded]])
         concrete = Buckets(pool.low[entries], pool.high[entries], pool.count[entries], origin[: entries.size])
@@ -229,7 +225,7 @@ class Harvester:
         count = _placed(concrete.count, first, np.ones(rest.size, np.int64), rest)
         return Buckets(low, high, count, origin[order])
 
-    def _rebalance_exact_values(self, columns, pool, expanded, low, high, rng, rounds: int = 4) -> None:
+    def _rebalance_exact_values(self, columns, pool, expanded, low, high, draws, rounds: int = 4) -> None:
         """Correct refinement's over-use of frequent exact values, in place.
 
         A refined row draws a dimension from the subnode's marginal, and that marginal still holds the
@@ -253,11 +249,11 @@ class Harvester:
                     continue
                 values, position, counts = np.unique(low[rows, j], return_inverse=True, return_counts=True)
                 keep = self._exact_value_acceptance(columns, pool, values, counts, j)
-                rejected[rows[rng.random(rows.size) >= keep[position]]] = True
+                rejected[rows[draws.rng.random(rows.size) >= keep[position]]] = True
             redraw = np.flatnonzero(rejected)
             if redraw.size == 0:
                 return
-            low[redraw], high[redraw] = self._concretize(columns, expanded[redraw], rng)
+            low[redraw], high[redraw] = draws.concretize(columns, expanded[redraw])
 
     def _exact_value_targets(self, columns, pool, j):
         """Exact values of dimension j: 1-dim counts scaled to this tree, and what singular entries emit."""
@@ -395,131 +391,7 @@ class Harvester:
             lo[below], hi[below] = edges[0]
             lo[above], hi[above] = edges[1]
 
-    def _concretize(self, columns, entries, rng):
-        """One concrete refined bucket (low, high: (m, k)) per placeholder `entries` of a pool.
-
-        Each row's dimensions are written once: first the drawn sub-bucket (all dimensions but its
-        primary one), then the primary dimension; the placeholder's singular dimensions are put back
-        at the end, so they keep its point.
-        """
-        pool = self.pool(columns)
-        k = len(columns)
-        low, high = pool.low[entries], pool.high[entries]
-        point = low == high
-        primary = rng.integers(0, k, size=entries.size)
-        if k == 2:
-            self._draw_pair(columns, entries, primary, rng, low, high)
-            _keep_points(low, high, point, pool.low[entries])
-            return low, high
-        for i in range(k):
-            rows = (primary == i).nonzero()[0]
-            if rows.size == 0:
-                continue
-            picked = entries[rows]
-            found, sub_low, sub_high = self._draw_sub_bucket(columns, i, picked, rng)
-            if found.size:
-                # (found rows, other dimensions) as one broadcast index
-                target = (rows[found][:, None], _other_dims(k, i))
-                low[target], high[target] = sub_low, sub_high
-            low[rows, i], high[rows, i] = self._draw_dimension(columns, i, (i + 1) % k, picked, rng)
-        _keep_points(low, high, point, pool.low[entries])
-        return low, high
-
-    def _draw_pair(self, columns, entries, primary, rng, low, high) -> None:
-        """`_concretize`'s draws for a 2-dim pool, written into `low`, `high` (m, 2): the same draws from
-        the same random numbers, in fewer steps. Both sub-pools are 1-dim (no placeholders), so every
-        row draws dimension j under its subnode 1 - j, whatever its primary dimension; only the order
-        in which the rows use the uniforms depends on it. `_concretize` draws rows of primary 0 under
-        subnode 0 then 1, then rows of primary 1 under subnode 1 then 0, each set in row order, and
-        only rows whose subnode has entries use one; here one call gives all those uniforms."""
-        first = primary == 0
-        # Per subnode: each row's [start, stop) of sub-pool entries and whether it draws there.
-        ranges = [self._sub_pool_index(columns, drop)[:3] for drop in (0, 1)]
-        spans = [(start_of[entries], stop_of[entries]) for start_of, stop_of, _ in ranges]
-        draws = [stop > start for start, stop in spans]
-        groups = [draws[0] & first, draws[1] & first, draws[1] & ~first, draws[0] & ~first]
-        sizes = [int(np.count_nonzero(group)) for group in groups]
-        uniforms = rng.random(sum(sizes))
-        offsets = np.cumsum([0, *sizes])
-        per_subnode = [np.empty(entries.size), np.empty(entries.size)]
-        for group, drop, begin, end in zip(groups, (0, 1, 1, 0), offsets[:-1], offsets[1:], strict=True):
-            per_subnode[drop][group] = uniforms[begin:end]
-        for drop in (0, 1):
-            (start, stop), (_, _, cumulative) = spans[drop], ranges[drop]
-            rows = draws[drop].nonzero()[0]
-            if rows.size == 0:
-                continue
-            drawn = _weighted_draw(cumulative, start[rows], stop[rows], per_subnode[drop][rows])
-            sub_pool = self.pool(columns[1 - drop : 2 - drop])
-            low[rows, 1 - drop], high[rows, 1 - drop] = sub_pool.low[drawn, 0], sub_pool.high[drawn, 0]
-
-    def _concretize_dimension(self, columns, entries, dim, rng):
-        """Only dimension `dim` of a refined bucket per placeholder entry: (low, high) of shape (m,)."""
-        pool = self.pool(columns)
-        k = len(columns)
-        own_low = pool.low[entries, dim]
-        point = own_low == pool.high[entries, dim]
-        if k == 2:  # one possible donor (a draw from a range of one value uses no random numbers)
-            low, high = self._draw_dimension(columns, dim, 1 - dim, entries, rng)
-        else:
-            low, high = own_low.copy(), pool.high[entries, dim]
-            donors = (dim + 1 + rng.integers(0, k - 1, size=entries.size)) % k
-            for donor in range(k):
-                rows = (donors == donor).nonzero()[0]
-                if rows.size:
-                    low[rows], high[rows] = self._draw_dimension(columns, dim, donor, entries[rows], rng)
-        _keep_points(low, high, point, own_low)
-        return low, high
-
-    def _draw_entries(self, columns, drop, entries, rng):
-        """Count-weighted draw of one sub-pool entry under each placeholder's subnode `drop`.
-
-        Returns (rows that found one, the drawn sub-pool entries, the sub-pool).
-        """
-        start_of, stop_of, cumulative, sub_columns = self._sub_pool_index(columns, drop)
-        sub_pool = self.pool(sub_columns)
-        start, stop = start_of[entries], stop_of[entries]
-        found = (stop > start).nonzero()[0]
-        if found.size == 0:
-            return found, found, sub_pool
-        if found.size < entries.size:
-            start, stop = start[found], stop[found]
-        return found, _weighted_draw(cumulative, start, stop, rng.random(found.size)), sub_pool
-
-    def _draw_sub_bucket(self, columns, drop, entries, rng):
-        """A concrete (k-1)-dim sub-bucket under each placeholder's subnode `drop`, for the placeholders
-        whose subnode has entries: (those rows of `entries`, low, high: (f, k-1) arrays)."""
-        found, drawn, sub_pool = self._draw_entries(columns, drop, entries, rng)
-        if found.size == 0:
-            return found, None, None
-        low, high = sub_pool.low[drawn], sub_pool.high[drawn]
-        if len(columns) > 2:  # (1-dim pools hold no placeholders)
-            lazy = (sub_pool.depth[drawn] >= 0).nonzero()[0]
-            if lazy.size:
-                sub_columns = columns[:drop] + columns[drop + 1 :]
-                low[lazy], high[lazy] = self._concretize(sub_columns, drawn[lazy], rng)
-        return found, low, high
-
-    def _draw_dimension(self, columns, dim, donor, entries, rng):
-        """Dimension `dim` of a concrete sub-bucket under each placeholder's subnode `donor`: (m,).
-        Where the subnode has no entries, the placeholder's own range is kept."""
-        pool = self.pool(columns)
-        low, high = pool.low[entries, dim], pool.high[entries, dim]
-        found, drawn, sub_pool = self._draw_entries(columns, donor, entries, rng)
-        if found.size == 0:
-            return low, high
-        position = dim if dim < donor else dim - 1
-        low[found], high[found] = sub_pool.low[drawn, position], sub_pool.high[drawn, position]
-        if len(columns) > 2:  # (1-dim pools hold no placeholders)
-            lazy = (sub_pool.depth[drawn] >= 0).nonzero()[0]
-            if lazy.size:
-                sub_columns = columns[:donor] + columns[donor + 1 :]
-                low[found[lazy]], high[found[lazy]] = self._concretize_dimension(
-                    sub_columns, drawn[lazy], position, rng
-                )
-        return low, high
-
-    def _sub_pool_index(self, columns, drop):
+    def sub_pool_index(self, columns, drop):
         """What a draw under subnode `drop` needs, looked up once per (tree, dropped dimension): each
         pool entry's [start, stop) of sub-pool entries, the sub-pool's cumulative counts, its columns."""
         key = (columns, drop)
@@ -559,43 +431,6 @@ class Harvester:
         if columns not in self._cumulative_cache:
             self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
         return self._cumulative_cache[columns]
-
-
-# Below this many keys a plain searchsorted beats sorting them first.
-_SORTED_SEARCH_FROM = 2048
-
-
-def _weighted_draw(cumulative, start, stop, uniforms) -> np.ndarray:
-    """Per draw, the entry in [start, stop) that its uniform picks, weighted by the entries' counts
-    (`cumulative`: the running count before each entry)."""
-    lo = cumulative[start]
-    target = lo + uniforms * (cumulative[stop] - lo)
-    if target.size >= _SORTED_SEARCH_FROM:
-        # Searching the keys in ascending order walks the cumulative counts once, which is much
-        # faster than random lookups once there are many keys.
-        by_target = target.argsort()
-        drawn = np.empty(target.size, dtype=np.int64)
-        drawn[by_target] = cumulative.searchsorted(target[by_target], side="right")
-    else:
-        drawn = cumulative.searchsorted(target, side="right")
-    drawn -= 1
-    np.maximum(drawn, start, out=drawn)
-    np.minimum(drawn, stop - 1, out=drawn)
-    return drawn
-
-
-@functools.cache
-def _other_dims(k: int, i: int) -> np.ndarray:
-    """The dimensions of a k-dim tree other than i (those of the subnode that drops i)."""
-    return np.array([j for j in range(k) if j != i], dtype=np.intp)
-
-
-def _keep_points(low, high, point, own_low) -> None:
-    """Put the placeholder's own value back where its range is a single value (`point`: a singular
-    dimension; `own_low`: its ranges' starts, which are those values), in place. The placeholders'
-    ranges are gathered again here rather than kept through the draws: less memory held meanwhile."""
-    np.copyto(low, own_low, where=point)
-    np.copyto(high, own_low, where=point)
 
 
 def _narrow(positions: np.ndarray) -> np.ndarray:

@@ -96,41 +96,6 @@ def test_frequent_exact_values_keep_their_share_in_multi_dim_clusters():
         assert abs(synthetic[original.index[0]] - original.iloc[0]) < 0.03
 
 
-def _drawn_per_primary_dimension(harvester, columns, entries, rng):
-    """A 2-dim pool's refined buckets by the general steps: per primary dimension i, a sub-bucket under
-    subnode i, then dimension i under the other subnode; the placeholder's points kept."""
-    pool = harvester.pool(columns)
-    low, high = pool.low[entries], pool.high[entries]
-    primary = rng.integers(0, 2, size=entries.size)
-    for i in (0, 1):
-        rows = np.flatnonzero(primary == i)
-        found, sub_low, sub_high = harvester._draw_sub_bucket(columns, i, entries[rows], rng)
-        if found.size:
-            low[rows[found], 1 - i], high[rows[found], 1 - i] = sub_low[:, 0], sub_high[:, 0]
-        low[rows, i], high[rows, i] = harvester._draw_dimension(columns, i, 1 - i, entries[rows], rng)
-    single = pool.low[entries] == pool.high[entries]
-    return np.where(single, pool.low[entries], low), np.where(single, pool.high[entries], high)
-
-
-def test_2dim_refinement_draws_what_the_general_steps_draw():
-    # A 2-dim pool's placeholders are drawn in one pass over both dimensions; from the same random
-    # numbers it must give exactly what drawing per primary dimension gives.
-    rng = np.random.default_rng(7)
-    x = rng.uniform(0, 1, 6000)
-    matrix = np.c_[x, x + rng.normal(0, 0.2, 6000), rng.integers(0, 4, 6000)]
-    harvester = Harvester(make_forest(matrix))
-    for columns in ((0, 1), (0, 2)):
-        pool = harvester.pool(columns)
-        lazy = pool.placeholder
-        entries = np.repeat(np.flatnonzero(lazy), pool.count[lazy])
-        assert entries.size > 100
-        low, high = harvester._concretize(columns, entries, np.random.default_rng(11))
-        expected = _drawn_per_primary_dimension(harvester, columns, entries, np.random.default_rng(11))
-        np.testing.assert_array_equal(low, expected[0])
-        np.testing.assert_array_equal(high, expected[1])
-        assert np.any(low != pool.low[entries])  # the draws moved ranges
-
-
 def test_refinement_prepared_up_front_holds_two_tree_sizes_and_draws_the_same_rows():
     rng = np.random.default_rng(8)
     x = rng.normal(size=6000)
