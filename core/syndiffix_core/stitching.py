@@ -14,7 +14,7 @@ values at normalized midpoints).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,22 +161,9 @@ def stitch(
     if entropies is not None:
         stitch_columns.sort(key=lambda c: (entropies[c], c))
 
-    left_values = np.column_stack([left.column_values(c) for c in stitch_columns])
-    right_values = np.column_stack([right.column_values(c) for c in stitch_columns])
-    left_values, right_values = _place_nulls(
-        left_values, right_values, None if null_values is None else [null_values[c] for c in stitch_columns]
+    left_rows, right_rows, slot = _paired_rows(
+        left, right, stitch_columns, column_ranges, null_values, owner, rng
     )
-    lows, highs, integral = _root_ranges(
-        left_values,
-        right_values,
-        None if column_ranges is None else [column_ranges[c] for c in stitch_columns],
-    )
-
-    left_group, right_group = _split_recursively(left_values, right_values, lows, highs, integral)
-    left_rows, right_rows, slot = _merge_groups(
-        left_group, right_group, left_values, right_values, owner, rng
-    )
-
     if owner is StitchOwner.LEFT:
         take_right = np.zeros(len(left_rows), dtype=bool)
     elif owner is StitchOwner.RIGHT:
@@ -185,6 +172,7 @@ def stitch(
         take_right = slot % 2 == 1
         if owner is StitchOwner.BEST:
             take_right = choose_stitch_values(left, right, stitch_columns, left_rows, right_rows, take_right)
+    del slot
     one_sided = [(left, c, left_rows) for c in left.columns if c not in right.columns]
     one_sided += [(right, c, right_rows) for c in right.columns if c not in left.columns]
     return _join(
@@ -198,6 +186,23 @@ def stitch(
     )
 
 
+def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner, rng):
+    """`_merge_groups`' (left rows, right rows, slot) of the split of both sides on the stitch columns;
+    the sides' stitch values and groups are freed on return, before the one-sided columns' calibration."""
+    left_values = np.column_stack([left.column_values(c) for c in stitch_columns])
+    right_values = np.column_stack([right.column_values(c) for c in stitch_columns])
+    _place_nulls(
+        left_values, right_values, None if null_values is None else [null_values[c] for c in stitch_columns]
+    )
+    lows, highs, integral = _root_ranges(
+        left_values,
+        right_values,
+        None if column_ranges is None else [column_ranges[c] for c in stitch_columns],
+    )
+    left_group, right_group = _split_recursively(left_values, right_values, lows, highs, integral)
+    return _merge_groups(left_group, right_group, left_values, right_values, owner, rng)
+
+
 def _order_key(table: Microtable, column: int) -> np.ndarray:
     """Values that order a column's rows: its floats where the table keeps them, else the rank of its
     typed value (nulls first)."""
@@ -208,11 +213,12 @@ def _order_key(table: Microtable, column: int) -> np.ndarray:
 
 def _calibrate_columns(
     one_sided: Sequence[tuple[Microtable, int, np.ndarray]], rng: np.random.Generator, threads: int
-) -> dict[int, np.ndarray]:
-    """`_calibrated_rows` of each (side, column, the side's row per output row), `threads` columns side
-    by side (their sorts release the GIL). Each column's random numbers are drawn in column order before
-    its batch starts, so the rows do not depend on the thread count."""
-    calibrated = {}
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(column, `_calibrated_rows`) of each (side, column, the side's row per output row), in order,
+    `threads` columns side by side (their sorts release the GIL). Each column's random numbers are drawn
+    in column order before its batch starts, so the rows do not depend on the thread count. A batch is
+    computed when the first of its columns is asked for, and each column's rows are held only until
+    they are taken: a joined table's one-sided columns are not all held as rows at once."""
     batch_size = max(1, threads)
     for start in range(0, len(one_sided), batch_size):
         batch = one_sided[start : start + batch_size]
@@ -221,9 +227,10 @@ def _calibrate_columns(
             for table, column, rows in batch
         ]
         results = map_in_threads(lambda task: _calibrated_rows(*task), tasks, threads)
-        for (_, column, _), rows in zip(batch, results, strict=True):
-            calibrated[column] = rows
-    return calibrated
+        del tasks
+        results.reverse()
+        for _, column, _ in batch:
+            yield column, results.pop()
 
 
 def _calibrated_rows(
@@ -246,17 +253,16 @@ def _calibrated_rows(
 
 def _place_nulls(
     left_values: np.ndarray, right_values: np.ndarray, null_values: Sequence[float] | None
-) -> tuple[np.ndarray, np.ndarray]:
+) -> None:
     """Nulls sort as one value outside the column's range (the forest's null mapping, beyond twice the
-    column's extreme), so they stay together and never split off low or high real values."""
+    column's extreme), so they stay together and never split off low or high real values. In place."""
     if null_values is None:
         both = np.concatenate([left_values, right_values])
         null_values = [null_mapping(both[:, k]) for k in range(both.shape[1])]
-    null_values = np.asarray(null_values, dtype=float)[None, :]
-    return (
-        np.where(np.isnan(left_values), null_values, left_values),
-        np.where(np.isnan(right_values), null_values, right_values),
-    )
+    for values in (left_values, right_values):
+        for k, null in enumerate(null_values):
+            column = values[:, k]
+            column[np.isnan(column)] = null
 
 
 def _root_ranges(
@@ -463,12 +469,13 @@ def _join(
     *,
     take_right: np.ndarray | None,
     keep_values: Collection[int] | None = None,
-    rows_of: Mapping[int, np.ndarray] | None = None,
+    rows_of: Iterator[tuple[int, np.ndarray]] | None = None,
 ) -> Microtable:
     """Row i of the result is left row ``left_rows[i]`` next to right row ``right_rows[i]``; a column on
     both sides comes from the right where ``take_right`` is set, else from the left. Floats are kept for
-    the columns in `keep_values` (default: all). `rows_of`: per column only one side holds, the rows of
-    that side its values come from instead."""
+    the columns in `keep_values` (default: all). `rows_of`: (column, rows) for the columns only one side
+    holds, in the order of the result's columns: the rows of that side its values come from instead."""
+    calibrated = _taken_in_order(rows_of)
     columns = list(left.columns) + [c for c in right.columns if c not in left.columns]
     value_columns = [c for c in columns if keep_values is None or c in keep_values]
     values = np.empty((len(left_rows), len(value_columns)))
@@ -485,13 +492,31 @@ def _join(
             combined = pd.concat([left.typed[column], right.typed[column]], ignore_index=True)
             typed[column] = combined.take(indices).reset_index(drop=True)
         elif in_left:
-            rows = left_rows if rows_of is None else rows_of.get(column, left_rows)
+            rows = calibrated(column, left_rows) if not in_right else left_rows
             if keep:
                 target[:] = left.column_values(column)[rows]
             typed[column] = left.typed[column].take(rows).reset_index(drop=True)
         else:
-            rows = right_rows if rows_of is None else rows_of.get(column, right_rows)
+            rows = calibrated(column, right_rows)
             if keep:
                 target[:] = right.column_values(column)[rows]
             typed[column] = right.typed[column].take(rows).reset_index(drop=True)
     return Microtable(tuple(columns), values, typed, tuple(value_columns))
+
+
+def _taken_in_order(
+    rows_of: Iterator[tuple[int, np.ndarray]] | None,
+) -> Callable[[int, np.ndarray], np.ndarray]:
+    """`_join`'s look-up of a one-sided column's rows: the next (column, rows) of `rows_of`, which holds
+    them in the order of the result's columns, or without `rows_of` the paired rows. A batch of
+    `rows_of` is only computed once its first column is asked for."""
+
+    def rows_for(column: int, paired: np.ndarray) -> np.ndarray:
+        if rows_of is None:
+            return paired
+        upcoming, rows = next(rows_of)
+        if upcoming != column:
+            raise AssertionError(f"calibrated rows of column {upcoming} came for column {column}")
+        return rows
+
+    return rows_for

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -276,3 +277,30 @@ def test_one_sided_columns_calibrated_on_two_threads_give_the_one_thread_join(mo
     np.testing.assert_array_equal(one.values, two.values)
     for column in one.columns:
         pd.testing.assert_series_equal(one.typed[column], two.typed[column])
+
+
+def test_a_stitch_holds_the_calibrated_rows_of_few_columns_at_a_time(monkeypatch):
+    # Each one-sided column's rows (8 bytes per output row) are taken into the joined table as they
+    # come: with 5 such columns, holding them all until the join would be 5 arrays at once.
+    rng = np.random.default_rng(4)
+    left = microtable({0: rng.integers(0, 30, 3_000), 1: rng.normal(size=3_000), 2: rng.random(3_000)})
+    right = microtable(
+        {0: rng.integers(0, 30, 2_900), 3: rng.normal(size=2_900), 4: rng.random(2_900), 5: rng.random(2_900)}
+    )
+    expected = stitch(left, right, [0], rng=np.random.default_rng(5))
+    calibrate = stitching._calibrated_rows
+    live, most_live = [0], [0]
+
+    def counted(*args):
+        rows = calibrate(*args)
+        live[0] += 1
+        most_live[0] = max(most_live[0], live[0])
+        weakref.finalize(rows, lambda: live.__setitem__(0, live[0] - 1))
+        return rows
+
+    monkeypatch.setattr(stitching, "_calibrated_rows", counted)
+    joined = stitch(left, right, [0], rng=np.random.default_rng(5))
+    assert most_live[0] <= 2  # the column being taken and the next one
+    np.testing.assert_array_equal(joined.values, expected.values)
+    for column in expected.columns:
+        pd.testing.assert_series_equal(joined.typed[column], expected.typed[column])
