@@ -91,12 +91,12 @@ class RefinementDraws:
             for subset in sorted(s for s in whole.keys() | single.keys() if len(s) == size):
                 if subset in whole:
                     self._draw_whole(subset, whole[subset], whole, single)
-                    order.append((subset, whole[subset], False))
+                    order.append((subset, whole[subset]))
                 if subset in single:
                     self._draw_single(subset, single[subset], single)
-                    order.append((subset, single[subset], True))
-        for subset, batch, one_dim in reversed(order):  # narrowest first: their ranges are final
-            self._fill_in(subset, batch, one_dim)
+                    order.append((subset, single[subset]))
+        for subset, batch in reversed(order):  # narrowest first: their ranges are final
+            self._fill_in(subset, batch)
         return top.low, top.high
 
     def _draw_whole(self, columns, batch, whole, single) -> None:
@@ -178,15 +178,15 @@ class RefinementDraws:
             start, stop = start[found], stop[found]
         return found, _weighted_draw(cumulative, start, stop, self.rng.random(found.size)), sub_pool
 
-    def _fill_in(self, columns, batch, one_dim: bool) -> None:
+    def _fill_in(self, columns, batch) -> None:
         """Put the narrower batches' ranges in, then the placeholders' points back."""
         for sub_batch, part, target in batch.fills:
             batch.low[target], batch.high[target] = sub_batch.low[part], sub_batch.high[part]
         pool = self.harvester.pool(columns)
-        entries = batch.entries()
-        own_low = pool.low[entries, batch.dims()] if one_dim else pool.low[entries]
-        own_high = pool.high[entries, batch.dims()] if one_dim else pool.high[entries]
-        point = own_low == own_high
+        dims = batch.dims()
+        own = (batch.entries(),) if dims is None else (batch.entries(), dims)
+        own_low = pool.low[own]
+        point = own_low == pool.high[own]
         np.copyto(batch.low, own_low, where=point)
         np.copyto(batch.high, own_low, where=point)
         batch.fills.clear()
