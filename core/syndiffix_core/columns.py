@@ -118,6 +118,39 @@ def _null_mask(series: pd.Series) -> np.ndarray:
     return np.asarray(series.isna(), dtype=bool)
 
 
+def _codes(keys: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per row the index of its key among the sorted distinct keys of the rows not `null`, -1 where
+    null; those distinct keys)."""
+    codes = np.full(len(keys), -1, dtype=np.int64)
+    present_codes, uniques = pd.factorize(keys[~null], sort=True)
+    codes[~null] = present_codes
+    return codes, np.asarray(uniques)
+
+
+def _categorical(codes: np.ndarray, values: np.ndarray, name: Any) -> pd.Series:
+    """values[codes] (code -1 = null) as a Categorical Series: its categories are the distinct values
+    used, sorted, so that category codes order the rows as their values do."""
+    used = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(values)))
+    used_values = values[used]
+    order = np.argsort(used_values, kind="stable")
+    ordered = used_values[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = ordered[1:] != ordered[:-1]  # two codes can stand for one value (a label, a decimal)
+    lookup = np.full(len(values) + 1, -1, dtype=np.int64)  # the last entry serves code -1
+    lookup[used[order]] = np.cumsum(first) - 1
+    categories = pd.Index(ordered[first], dtype=object)
+    return pd.Series(pd.Categorical.from_codes(lookup[codes], categories=categories), name=name)
+
+
+def _expanded(series: pd.Series, dtype: Any, name: Any) -> pd.Series:
+    """A Categorical Series as a Series of `dtype` (object or a string dtype), null as None."""
+    categories = np.append(np.asarray(series.cat.categories, dtype=object), None)
+    out = categories.take(np.asarray(series.cat.codes))  # code -1 takes the None at the end
+    if _is_object(dtype):
+        return pd.Series(out, name=name, dtype=object)
+    return pd.Series(pd.array(out, dtype=dtype), name=name)
+
+
 def _floats(series: pd.Series) -> np.ndarray:
     """float64 copy of a numeric/boolean column, NaN where null."""
     return series.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -222,6 +255,19 @@ class ColumnCodec:
     def decode(self, values: np.ndarray) -> pd.Series:
         """float64 values (NaN = null) -> Series of the input dtype, named like the input column."""
         raise NotImplementedError
+
+    def decode_compact(self, values: np.ndarray) -> pd.Series:
+        """`decode`'s values held in at most 8 bytes per row, for tables of many rows that are taken,
+        joined and shuffled before they are output: a codec that decodes to Python objects or strings
+        gives a Categorical of them (its categories the distinct values, sorted; null = code -1) instead
+        of an object per row. `expand` turns it into `decode`'s Series."""
+        return self.decode(values)
+
+    def expand(self, series: pd.Series) -> pd.Series:
+        """A Series of `decode_compact` (taken or joined) as `decode` gives it: of the input dtype."""
+        if isinstance(series.dtype, pd.CategoricalDtype) and not isinstance(self.dtype, pd.CategoricalDtype):
+            return _expanded(series, self.dtype, self.name)
+        return series
 
 
 class BooleanCodec(ColumnCodec):
@@ -439,25 +485,27 @@ class DecimalCodec(ColumnCodec):
         return self._encode(series)
 
     def decode(self, values: np.ndarray) -> pd.Series:
+        return self.expand(self.decode_compact(values))
+
+    def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
-        null = np.isnan(values)
-        out = np.full(len(values), None, dtype=object)
-        # Decimal objects have to be built in Python: build one per distinct value only.
-        codes, uniques = pd.factorize(values[~null])
+        codes, uniques = _codes(values, np.isnan(values))
+        return _categorical(codes, self._decimals(uniques), self.name)
+
+    def _decimals(self, uniques: np.ndarray) -> np.ndarray:
+        """Decimal objects for distinct floats, built in Python (one per distinct value only)."""
         quantum = decimal.Decimal(1).scaleb(-self.scale)
         # Enough digits for any float64 at this scale, so quantize never runs out of precision.
         context = decimal.Context(prec=330 + self.scale, rounding=decimal.ROUND_HALF_UP)
         # repr() is the shortest decimal that reads back as the same float, so -0.005 rounds like the
         # decimal it stands for; half away from zero as for integers; "+ 0" turns -0.00 into 0.00.
-        decimals = np.array(
+        return np.array(
             [
                 context.add(decimal.Decimal(repr(float(u))).quantize(quantum, context=context), 0)
                 for u in uniques
             ],
             dtype=object,
         )
-        out[~null] = decimals[codes]
-        return pd.Series(out, name=self.name, dtype=object)
 
 
 class StringCodec(ColumnCodec):
@@ -506,6 +554,9 @@ class StringCodec(ColumnCodec):
         return indices.astype(np.intp)
 
     def decode(self, values: np.ndarray) -> pd.Series:
+        return self.expand(self.decode_compact(values))
+
+    def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
         return self._assemble(self._indices(values, null), ~null, np.zeros(len(values), dtype=bool))
@@ -513,7 +564,14 @@ class StringCodec(ColumnCodec):
     def decode_in_ranges(
         self, index: np.ndarray, exact: np.ndarray, range_lo: np.ndarray, range_hi: np.ndarray
     ) -> pd.Series:
-        """Strings for synthetic indices: the exact string where `exact`, else `prefix*index`.
+        """`decode_in_ranges_compact` as a Series of the input dtype."""
+        return self.expand(self.decode_in_ranges_compact(index, exact, range_lo, range_hi))
+
+    def decode_in_ranges_compact(
+        self, index: np.ndarray, exact: np.ndarray, range_lo: np.ndarray, range_hi: np.ndarray
+    ) -> pd.Series:
+        """Strings for synthetic indices, as `decode_compact` holds them: the exact string where
+        `exact`, else `prefix*index`.
 
         `prefix` is the common prefix of strings[range_lo[i]] and strings[range_hi[i]] (inclusive integer
         indices into `strings`), e.g. "city_*37"; empty for a range of one index. A NaN index gives null. Prefixes are computed once per
@@ -557,32 +615,30 @@ class StringCodec(ColumnCodec):
         labels: np.ndarray | None = None,
         label_codes: np.ndarray | None = None,
     ) -> pd.Series:
-        """Series of the input dtype: strings[indices] where `exact`, labels[label_codes] where
-        `ranged`, null elsewhere."""
-        dtype = self.dtype
-        if isinstance(dtype, pd.CategoricalDtype):
-            categories = dtype.categories
-            codes = np.full(len(indices), -1, dtype=np.int64)
-            codes[exact] = categories.get_indexer(self.strings)[indices[exact]]
-            if labels is not None:
-                label_category = categories.get_indexer(labels)
-                new = np.flatnonzero(label_category < 0)
-                if new.size:
-                    # `prefix*N` labels are not categories of the input: they are appended after the
-                    # input's categories (sorted), so the dtype differs only by these additions.
-                    new = new[np.argsort(labels[new], kind="stable")]
-                    label_category[new] = len(categories) + np.arange(new.size)
-                    categories = categories.append(pd.Index(labels[new], dtype=categories.dtype))
-                    dtype = pd.CategoricalDtype(categories, dtype.ordered)
-                codes[ranged] = label_category[label_codes]
-            return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), name=self.name)
-        out = np.full(len(indices), None, dtype=object)
-        out[exact] = self.strings[indices[exact]]
+        """strings[indices] where `exact`, labels[label_codes] where `ranged`, null elsewhere, compact."""
+        codes = np.full(len(indices), -1, dtype=np.int64)
+        codes[exact] = indices[exact]
+        values = self.strings
         if labels is not None:
-            out[ranged] = labels[label_codes]
-        if _is_object(dtype):
-            return pd.Series(out, name=self.name, dtype=object)
-        return pd.Series(pd.array(out, dtype=dtype), name=self.name)
+            codes[ranged] = len(self.strings) + label_codes
+            values = np.concatenate([self.strings, labels])
+        return _categorical(codes, np.asarray(values, dtype=object), self.name)
+
+    def expand(self, series: pd.Series) -> pd.Series:
+        if not isinstance(self.dtype, pd.CategoricalDtype):
+            return super().expand(series)
+        values = np.asarray(series.cat.categories, dtype=object)
+        categories = self.dtype.categories
+        position = categories.get_indexer(values)
+        new = np.flatnonzero(position < 0)
+        if new.size:
+            # `prefix*N` labels are not categories of the input: they are appended after the input's
+            # categories (sorted, as the compact categories are), so the dtype differs only by these.
+            position[new] = len(categories) + np.arange(new.size)
+            categories = categories.append(pd.Index(values[new], dtype=categories.dtype))
+        codes = np.append(position, -1).take(np.asarray(series.cat.codes))  # code -1 stays -1
+        dtype = pd.CategoricalDtype(categories, self.dtype.ordered)
+        return pd.Series(pd.Categorical.from_codes(codes, dtype=dtype), name=self.name)
 
 
 def _factorize_strings(series: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -745,13 +801,15 @@ class DateCodec(ColumnCodec):
         return encoded
 
     def decode(self, values: np.ndarray) -> pd.Series:
+        return self.expand(self.decode_compact(values))
+
+    def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
         seconds = np.clip(np.where(null, 0.0, values), *self._range)
         days = _round_half_away((seconds - EPOCH_1800_OFFSET_SECONDS) / 86_400.0).astype(np.int64)
-        out = days.view("datetime64[D]").astype(object)
-        out[null] = None
-        return pd.Series(out, name=self.name, dtype=object)
+        codes, uniques = _codes(days, null)
+        return _categorical(codes, uniques.view("datetime64[D]").astype(object), self.name)
 
 
 class TimeCodec(ColumnCodec):
@@ -785,14 +843,17 @@ class TimeCodec(ColumnCodec):
         return self._to_seconds(*_time_microseconds(series))
 
     def decode(self, values: np.ndarray) -> pd.Series:
+        return self.expand(self.decode_compact(values))
+
+    def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
         last = 86_400 * 10**6 - self._step
         microseconds = np.clip(np.where(null, 0.0, values) * 1e6, 0, last)
         microseconds = (_round_half_away(microseconds / self._step) * self._step).astype(np.int64)
-        out = np.asarray(pd.to_datetime(microseconds, unit="us").time, dtype=object)
-        out[null] = None
-        return pd.Series(out, name=self.name, dtype=object)
+        codes, uniques = _codes(microseconds, null)
+        times = np.asarray(pd.to_datetime(uniques, unit="us").time, dtype=object)
+        return _categorical(codes, times, self.name)
 
 
 def _time_microseconds(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:

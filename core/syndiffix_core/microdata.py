@@ -31,7 +31,8 @@ from .harvest import Buckets, Harvester
 class Microdata:
     """Synthetic rows of one set of columns, in bucket order (not shuffled).
 
-    `columns` are forest column indices; `values[i]` is the typed Series of column columns[i];
+    `columns` are forest column indices; `values[i]` is the typed Series of column columns[i], as the
+    codec's `decode_compact` gives it (strings, dates, decimals as categories; `expand` -> input dtype);
     `floats[:, i]` the float value each row was generated from (codec space: original units, string
     index, seconds since 1800; NaN = null), which is what stitching sorts and splits on.
     """
@@ -85,7 +86,7 @@ class MicrodataBuilder:
                     # Inside each 1-dim bucket too, the cluster's rows keep their order.
                     drawn[rank_order] = np.sort(drawn[rank_order])
                 drawn[null] = np.nan
-                series = codec.decode(drawn)
+                series = codec.decode_compact(drawn)
             floats[:, position] = drawn
             values.append(series)
         return Microdata(columns, values, floats)
@@ -180,8 +181,8 @@ class MicrodataBuilder:
         exact = singular | np.isin(drawn, safe)
         drawn[null] = np.nan
         if last < 0:  # the column holds nulls only
-            return codec.decode(np.full(lo.size, np.nan)), drawn
-        series = codec.decode_in_ranges(
+            return codec.decode_compact(np.full(lo.size, np.nan)), drawn
+        series = codec.decode_in_ranges_compact(
             drawn, exact, first_index.astype(np.int64), last_index.astype(np.int64)
         )
         return series, drawn

@@ -94,8 +94,9 @@ def choose_stitch_values(
 
 
 def _ordered(table: Microtable, column: int) -> bool:
-    """Whether the column's values have an order a user reads (numbers, times, booleans; not strings)."""
-    dtype = table.typed[column].dtype
+    """Whether the column's values have an order a user reads (numbers, times, booleans; not strings).
+    A category column (strings, dates, decimals held compactly) is judged by its categories."""
+    dtype = _distinct(table.typed[column]).dtype
     return not (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype))
 
 
@@ -106,6 +107,20 @@ def _values(table: Microtable, column: int) -> np.ndarray:
     if column in table.value_columns:
         return table.column_values(column)
     typed = table.typed[column]
+    if not isinstance(typed.dtype, pd.CategoricalDtype):
+        return _as_floats(typed)
+    codes = typed.cat.codes.to_numpy()
+    return np.append(_as_floats(_distinct(typed)), np.nan)[codes]  # code -1 (null) takes the NaN
+
+
+def _distinct(typed: pd.Series) -> pd.Series:
+    """A category column's categories, else the column itself."""
+    if isinstance(typed.dtype, pd.CategoricalDtype):
+        return pd.Series(typed.cat.categories)
+    return typed
+
+
+def _as_floats(typed: pd.Series) -> np.ndarray:
     if pd.api.types.is_datetime64_any_dtype(typed.dtype):
         times = typed.array.asi8.astype(float)
         times[typed.isna().to_numpy()] = np.nan

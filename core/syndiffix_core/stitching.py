@@ -2,7 +2,8 @@
 
 A :class:`Microtable` is the synthetic output of one cluster: per column a float value in the column's
 own encoded space (real values, string indices, seconds since 1800, 0/1; NaN = null) used to sort and
-split rows, and the typed values that go into the output. Stitching only decides which left row goes
+split rows, and the typed values that go into the output (strings, dates, times and decimals as
+categories of their distinct values, the codecs' compact form, until the output is assembled). Stitching only decides which left row goes
 with which right row; the typed values are gathered once at the end of each join.
 
 Everything is vectorized: the recursive stitch runs level by level over all open ranges at once (rows
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.forest import null_mapping, snap_range
@@ -205,7 +207,7 @@ def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner,
 
 def _order_key(table: Microtable, column: int) -> np.ndarray:
     """Values that order a column's rows: its floats where the table keeps them, else the rank of its
-    typed value (nulls first)."""
+    typed value (nulls first; a category column's categories are sorted values)."""
     if column in table.value_columns:
         return table.column_values(column)
     return pd.factorize(table.typed[column], sort=True)[0].astype(float)
@@ -489,7 +491,7 @@ def _join(
             indices = np.where(take_right, n_left + right_rows, left_rows)
             if keep:
                 target[:] = np.concatenate([left.column_values(column), right.column_values(column)])[indices]
-            combined = pd.concat([left.typed[column], right.typed[column]], ignore_index=True)
+            combined = _concat(left.typed[column], right.typed[column])
             typed[column] = combined.take(indices).reset_index(drop=True)
         elif in_left:
             rows = calibrated(column, left_rows) if not in_right else left_rows
@@ -502,6 +504,15 @@ def _join(
                 target[:] = right.column_values(column)[rows]
             typed[column] = right.typed[column].take(rows).reset_index(drop=True)
     return Microtable(tuple(columns), values, typed, tuple(value_columns))
+
+
+def _concat(left: pd.Series, right: pd.Series) -> pd.Series:
+    """Both sides' typed values of one column, left rows first. Category columns (the codecs' compact
+    form) take the union of both sides' categories, sorted as each side's are: a plain concatenation of
+    different categories would hold every row as an object."""
+    if isinstance(left.dtype, pd.CategoricalDtype) and left.dtype != right.dtype:
+        return pd.Series(union_categoricals([left, right], sort_categories=True, ignore_order=True))
+    return pd.concat([left, right], ignore_index=True)
 
 
 def _taken_in_order(

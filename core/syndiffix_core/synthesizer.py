@@ -277,11 +277,12 @@ def plan_clusters(context: SynthesisContext) -> TablePlan:
 
 def assemble(context: SynthesisContext, typed: Mapping[int, pd.Series]) -> pd.DataFrame:
     """The joined clusters' typed columns as the output frame, in input column order, rows shuffled
-    (each column is shuffled straight into the frame: no unshuffled frame next to the output)."""
+    (each column is shuffled straight into the frame: no unshuffled frame next to the output) and in
+    the input's dtypes (strings, dates and decimals were held as categories until here)."""
     shuffle = context.salt.rng("shuffle", *map(str, context.data.columns)).permutation(len(typed[0]))
     columns = {}
-    for j in range(len(context.codecs)):
-        columns[context.codecs[j].name] = typed[j].take(shuffle).reset_index(drop=True)
+    for j, codec in enumerate(context.codecs):
+        columns[codec.name] = codec.expand(typed[j].take(shuffle).reset_index(drop=True))
     return pd.DataFrame(columns, copy=False)
 
 

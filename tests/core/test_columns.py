@@ -717,3 +717,59 @@ def test_codecs_survive_pickling(name):
     series = ROUND_TRIP_COLUMNS[name].rename(name)
     codec = pickle.loads(pickle.dumps(codec_for(series)))
     pd.testing.assert_series_equal(codec.decode(codec.encode(series)), series)
+
+
+# --- the compact form (decode_compact / expand) that microdata and stitching hold rows in ---------------
+
+COMPACT_COLUMNS = {
+    "object strings": pd.Series(["b", "a", None, "c", "a"], dtype=object),
+    "str strings": pd.Series(["b", "a", None, "c", "a"], dtype="str"),
+    "dates": pd.Series([dt.date(2021, 5, 1), dt.date(2020, 1, 1), None, dt.date(2022, 2, 2)], dtype=object),
+    "times": pd.Series([dt.time(10, 30), None, dt.time(8, 0), dt.time(23, 59)], dtype=object),
+    "decimals": pd.Series([D("2.50"), D("-1.25"), None, D("10.00")], dtype=object),
+}
+
+
+@pytest.mark.parametrize("name", COMPACT_COLUMNS)
+def test_compact_decode_holds_distinct_values_as_sorted_categories(name):
+    series = COMPACT_COLUMNS[name]
+    codec = codec_for(series)
+    compact = codec.decode_compact(codec.encode(series))
+    assert isinstance(compact.dtype, pd.CategoricalDtype)
+    assert compact.cat.codes.dtype.itemsize == 1  # a handful of values: one byte per row
+    assert compact.cat.categories.tolist() == sorted(set(series.dropna()))
+    # Rows taken out of order come back as the input's values, nulls as the input's nulls.
+    order = np.array([3, 2, 0, 1])
+    pd.testing.assert_series_equal(
+        codec.expand(compact.take(order).reset_index(drop=True)),
+        series.take(order).reset_index(drop=True),
+    )
+
+
+def test_compact_decimals_merge_floats_that_quantize_to_one_decimal():
+    codec = codec_for(pd.Series([D("0.10"), D("0.20")], dtype=object))
+    compact = codec.decode_compact(np.array([0.1, 0.10000000000000002, 0.2, np.nan]))
+    assert compact.cat.categories.tolist() == [D("0.10"), D("0.20")]
+    assert compact.cat.codes.tolist() == [0, 0, 1, -1]
+
+
+def test_compact_strings_merge_a_label_equal_to_a_string():
+    codec = codec_for(pd.Series(["a*1", "ab", "ac"], dtype=object))
+    compact = codec.decode_in_ranges_compact(
+        np.array([0.0, 1.0, 2.0]), np.array([True, False, True]), np.array([0, 1, 2]), np.array([0, 2, 2])
+    )
+    assert compact.cat.categories.tolist() == ["a*1", "ac"]
+    assert codec.expand(compact).tolist() == ["a*1", "a*1", "ac"]
+
+
+def test_joined_compact_category_columns_expand_to_the_input_categories_and_all_labels():
+    category = pd.Series(
+        pd.Categorical(["city_a", "city_b", "town"], categories=["town", "city_b", "city_a"])
+    )
+    codec = codec_for(category)
+    one = codec.decode_in_ranges_compact(np.array([2.0, 1.0]), np.array([True, False]), [2, 0], [2, 1])
+    other = codec.decode_in_ranges_compact(np.array([0.0, 2.0]), np.array([True, False]), [0, 1], [0, 2])
+    joined = pd.Series(pd.api.types.union_categoricals([one, other], sort_categories=True))
+    out = codec.expand(joined)
+    assert out.tolist() == ["town", "city_*1", "city_a", "*2"]
+    assert out.dtype.categories.tolist() == ["town", "city_b", "city_a", "*2", "city_*1"]

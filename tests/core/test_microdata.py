@@ -1,3 +1,5 @@
+import datetime as dt
+
 import numpy as np
 import pandas as pd
 from test_forest import make_forest
@@ -66,3 +68,26 @@ def test_timestamps_are_drawn_evenly_on_their_resolution_inside_the_range():
     shares = out.value_counts(normalize=True)
     assert sorted(shares.index) == list(days[3:7])
     assert shares.min() > 0.2
+
+
+def test_strings_and_dates_are_held_as_categories_until_output():
+    # An object per row (a date, a string of a str column) costs 40-70 bytes; microdata rows are taken,
+    # stitched and shuffled many times before output, so they hold codes into the distinct values.
+    rng = np.random.default_rng(3)
+    days = np.datetime64("2024-01-01") + rng.integers(0, 60, 20_000).astype("timedelta64[D]")
+    frame = pd.DataFrame(
+        {
+            "day": pd.Series(days.astype(object), dtype=object),
+            "city": pd.Series(rng.choice([f"city {i:02d}" for i in range(12)], 20_000), dtype="str"),
+        }
+    )
+    builder = _builder(frame)
+    data = builder.materialize((0, 1))
+    for position, column in enumerate(frame.columns):
+        held = data.values[position]
+        assert isinstance(held.dtype, pd.CategoricalDtype)
+        assert held.memory_usage(deep=True) < 2 * data.row_count
+        typed = builder.codecs[position].expand(held)
+        assert typed.dtype == frame[column].dtype
+        assert set(typed) <= set(frame[column])
+    assert all(type(day) is dt.date for day in builder.codecs[0].expand(data.values[0]))

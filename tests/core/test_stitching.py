@@ -304,3 +304,43 @@ def test_a_stitch_holds_the_calibrated_rows_of_few_columns_at_a_time(monkeypatch
     np.testing.assert_array_equal(joined.values, expected.values)
     for column in expected.columns:
         pd.testing.assert_series_equal(joined.typed[column], expected.typed[column])
+
+
+def _words(indices: np.ndarray) -> np.ndarray:
+    return np.array([f"w{int(i):03d}" for i in indices], dtype=object)
+
+
+def _as_categories(words: np.ndarray) -> pd.Series:
+    """Words held as the codecs' compact form does: categories the side's own distinct words, sorted."""
+    return pd.Series(pd.Categorical(words, categories=sorted(set(words))))
+
+
+def test_category_columns_join_as_their_values_would():
+    # Column 0 (stitched) and column 1 (one-sided, no floats kept on the left) are words; each side
+    # holds its own set of them. Held as categories, the join must pair and calibrate the same rows
+    # as with the words themselves, and keep the columns as categories (not an object per row).
+    rng = np.random.default_rng(4)
+    left_keys, right_keys = rng.integers(0, 40, 3000), rng.integers(5, 50, 2800)
+    left_other, right_other = rng.integers(0, 300, 3000), rng.normal(size=2800)
+
+    def sides(as_typed):
+        left = Microtable(
+            (0, 1),
+            left_keys[:, None].astype(float),
+            {0: as_typed(_words(left_keys)), 1: as_typed(_words(left_other))},
+            value_columns=(0,),
+        )
+        right = Microtable(
+            (0, 2),
+            np.column_stack([right_keys, right_other]).astype(float),
+            {0: as_typed(_words(right_keys)), 2: pd.Series(right_other)},
+        )
+        return stitch(left, right, [0], rng=np.random.default_rng(9), keep_values={0})
+
+    plain = sides(lambda words: pd.Series(words, dtype=object))
+    compact = sides(_as_categories)
+    for column in (0, 1):
+        assert isinstance(compact.typed[column].dtype, pd.CategoricalDtype)
+        assert compact.typed[column].cat.categories.is_monotonic_increasing
+        np.testing.assert_array_equal(compact.typed[column].to_numpy(dtype=object), plain.typed[column])
+    np.testing.assert_array_equal(compact.typed[2], plain.typed[2])
