@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.forest import null_mapping, snap_range
@@ -509,9 +508,11 @@ def _join(
 def _concat(left: pd.Series, right: pd.Series) -> pd.Series:
     """Both sides' typed values of one column, left rows first. Category columns (the codecs' compact
     form) take the union of both sides' categories, sorted as each side's are: a plain concatenation of
-    different categories would hold every row as an object."""
+    different categories would hold every row as an object. (pandas' union_categoricals would also
+    re-type string categories, which a later stitch's other side does not share.)"""
     if isinstance(left.dtype, pd.CategoricalDtype) and left.dtype != right.dtype:
-        return pd.Series(union_categoricals([left, right], sort_categories=True, ignore_order=True))
+        categories = pd.Index(sorted(set(left.cat.categories) | set(right.cat.categories)), dtype=object)
+        left, right = left.cat.set_categories(categories), right.cat.set_categories(categories)
     return pd.concat([left, right], ignore_index=True)
 
 

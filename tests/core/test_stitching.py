@@ -311,8 +311,10 @@ def _words(indices: np.ndarray) -> np.ndarray:
 
 
 def _as_categories(words: np.ndarray) -> pd.Series:
-    """Words held as the codecs' compact form does: categories the side's own distinct words, sorted."""
-    return pd.Series(pd.Categorical(words, categories=sorted(set(words))))
+    """Words held as the codecs' compact form does: categories the side's own distinct words, sorted,
+    in an object Index (pandas would type an inferred one as str)."""
+    categories = pd.Index(sorted(set(words)), dtype=object)
+    return pd.Series(pd.Categorical.from_codes(categories.get_indexer(words), categories=categories))
 
 
 def test_category_columns_join_as_their_values_would():
@@ -339,8 +341,26 @@ def test_category_columns_join_as_their_values_would():
 
     plain = sides(lambda words: pd.Series(words, dtype=object))
     compact = sides(_as_categories)
+    # A second stitch on the joined column: its categories, the union of two sides', meet a third set.
+    third_keys = rng.integers(30, 60, 2500)
+
+    def third(as_typed):
+        return Microtable(
+            (0, 3),
+            np.column_stack([third_keys, third_keys]).astype(float),
+            {0: as_typed(_words(third_keys)), 3: pd.Series(third_keys)},
+        )
+
+    plain, compact = (
+        stitch(table, third(as_typed), [0], rng=np.random.default_rng(2), keep_values={0})
+        for table, as_typed in (
+            (plain, lambda words: pd.Series(words, dtype=object)),
+            (compact, _as_categories),
+        )
+    )
     for column in (0, 1):
         assert isinstance(compact.typed[column].dtype, pd.CategoricalDtype)
         assert compact.typed[column].cat.categories.is_monotonic_increasing
         np.testing.assert_array_equal(compact.typed[column].to_numpy(dtype=object), plain.typed[column])
-    np.testing.assert_array_equal(compact.typed[2], plain.typed[2])
+    for column in (2, 3):
+        np.testing.assert_array_equal(compact.typed[column], plain.typed[column])
