@@ -270,6 +270,14 @@ class ColumnCodec:
         return series
 
 
+class _ObjectValuesCodec(ColumnCodec):
+    """A codec whose values are Python objects or strings: it decodes them as categories first
+    (`decode_compact`), and `decode` is their expansion to the input dtype."""
+
+    def decode(self, values: np.ndarray) -> pd.Series:
+        return self.expand(self.decode_compact(values))
+
+
 class BooleanCodec(ColumnCodec):
     """bool, nullable `boolean` and object columns of bools + nulls. False -> 0.0, True -> 1.0."""
 
@@ -439,7 +447,7 @@ class RealCodec(ColumnCodec):
         return _build_series(out, null, self.dtype, self.name)
 
 
-class DecimalCodec(ColumnCodec):
+class DecimalCodec(_ObjectValuesCodec):
     """Object columns of decimal.Decimal (SQL NUMERIC) + nulls: REAL, decoded back to Decimal.
 
     `scale` is the number of digits after the point that decoded Decimals are quantized to: the larger
@@ -484,9 +492,6 @@ class DecimalCodec(ColumnCodec):
     def encode(self, series: pd.Series) -> np.ndarray:
         return self._encode(series)
 
-    def decode(self, values: np.ndarray) -> pd.Series:
-        return self.expand(self.decode_compact(values))
-
     def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         codes, uniques = _codes(values, np.isnan(values))
@@ -508,7 +513,7 @@ class DecimalCodec(ColumnCodec):
         )
 
 
-class StringCodec(ColumnCodec):
+class StringCodec(_ObjectValuesCodec):
     """String columns (object of str, pandas `string`/`str`, category of strings) + nulls.
 
     `strings` holds the sorted distinct non-null values (Python code-point order) and a value is encoded
@@ -552,9 +557,6 @@ class StringCodec(ColumnCodec):
             )
         indices = np.clip(_round_half_away(np.where(null, 0.0, values)), 0, max(len(self.strings) - 1, 0))
         return indices.astype(np.intp)
-
-    def decode(self, values: np.ndarray) -> pd.Series:
-        return self.expand(self.decode_compact(values))
 
     def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
@@ -773,7 +775,7 @@ def _seconds_to_units(seconds: np.ndarray, per_second: int, step: int) -> np.nda
     return (whole - EPOCH_1800_OFFSET_SECONDS).astype(np.int64) * per_second + steps * step
 
 
-class DateCodec(ColumnCodec):
+class DateCodec(_ObjectValuesCodec):
     """Object columns of datetime.date (+ nulls): TIMESTAMP at midnight UTC, decoded to date objects."""
 
     kind = ColumnKind.TIMESTAMP
@@ -800,9 +802,6 @@ class DateCodec(ColumnCodec):
         encoded[~null] = seconds.astype(np.float64) + EPOCH_1800_OFFSET_SECONDS
         return encoded
 
-    def decode(self, values: np.ndarray) -> pd.Series:
-        return self.expand(self.decode_compact(values))
-
     def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
@@ -812,7 +811,7 @@ class DateCodec(ColumnCodec):
         return _categorical(codes, uniques.view("datetime64[D]").astype(object), self.name)
 
 
-class TimeCodec(ColumnCodec):
+class TimeCodec(_ObjectValuesCodec):
     """Object columns of naive datetime.time (+ nulls): TIMESTAMP on 1800-01-01, decoded to time objects.
 
     `resolution` is hour, minute, second, millisecond or microsecond (datetime.time has no finer unit).
@@ -841,9 +840,6 @@ class TimeCodec(ColumnCodec):
 
     def encode(self, series: pd.Series) -> np.ndarray:
         return self._to_seconds(*_time_microseconds(series))
-
-    def decode(self, values: np.ndarray) -> pd.Series:
-        return self.expand(self.decode_compact(values))
 
     def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)

@@ -3,8 +3,9 @@
 A :class:`Microtable` is the synthetic output of one cluster: per column a float value in the column's
 own encoded space (real values, string indices, seconds since 1800, 0/1; NaN = null) used to sort and
 split rows, and the typed values that go into the output (strings, dates, times and decimals as
-categories of their distinct values, the codecs' compact form, until the output is assembled). Stitching only decides which left row goes
-with which right row; the typed values are gathered once at the end of each join.
+categories of their distinct values, the codecs' compact form, until the output is assembled).
+Stitching only decides which left row goes with which right row; the typed values are gathered once at
+the end of each join.
 
 Everything is vectorized: the recursive stitch runs level by level over all open ranges at once (rows
 carry a group id, counts come from ``np.bincount``), so Python only loops over tree levels, never rows.
