@@ -297,18 +297,20 @@ def _split_recursively(
     Only rows of still-open groups are touched per level: ``left_rows``/``right_rows`` are those rows,
     ``left_slot``/``right_slot`` their open group's position in the per-group state arrays."""
     num_columns = left_values.shape[1]
-    left_group = np.zeros(left_values.shape[0], dtype=np.int64)
-    right_group = np.zeros(right_values.shape[0], dtype=np.int64)
-    left_rows = np.arange(left_values.shape[0])
-    right_rows = np.arange(right_values.shape[0])
-    left_slot = np.zeros(len(left_rows), dtype=np.int64)
-    right_slot = np.zeros(len(right_rows), dtype=np.int64)
+    # Row and group indices fit 32 bits below 2^31 rows: half the bytes in every per-row pass.
+    index = np.int32 if max(left_values.size, right_values.size) < 2**31 else np.int64
+    left_group = np.zeros(left_values.shape[0], dtype=index)
+    right_group = np.zeros(right_values.shape[0], dtype=index)
+    left_rows = np.arange(left_values.shape[0], dtype=index)
+    right_rows = np.arange(right_values.shape[0], dtype=index)
+    left_slot = np.zeros(len(left_rows), dtype=index)
+    right_slot = np.zeros(len(right_rows), dtype=index)
     # Per open group: its id, its range on every stitch column, the column to try next, and how many
     # columns may still be tried before giving up on splitting it.
-    group_id = np.zeros(1, dtype=np.int64)
+    group_id = np.zeros(1, dtype=index)
     group_low = lows[None, :].copy()
     group_high = highs[None, :].copy()
-    next_column = np.zeros(1, dtype=np.int64)
+    next_column = np.zeros(1, dtype=index)
     attempts = np.full(1, num_columns, dtype=np.int64)
     groups_made = 1
 
@@ -347,30 +349,25 @@ def _split_recursively(
         narrow = np.flatnonzero(reject & (left_down == 0) & (right_down == 0))
         group_low[narrow, column[narrow]] = middle[narrow]
 
-        # Accepted: the lower half keeps the group's id, the upper half gets a new one.
+        # Accepted: the lower half keeps the group's id, the upper half gets a new one (its rows carry
+        # it in their slot: a row's group is written once, when its group closes).
         accepted = np.flatnonzero(accept)
-        upper_id = np.full(groups, -1, dtype=np.int64)
-        upper_id[accepted] = groups_made + np.arange(len(accepted))
+        upper_id = (groups_made + np.arange(len(accepted))).astype(index)
         groups_made += len(accepted)
-        # Per group and half: whether its rows move to the upper half's new group.
-        moves = np.zeros(2 * groups, dtype=bool)
-        moves[1::2] = accept
-        left_move, right_move = moves.take(left_half), moves.take(right_half)
-        left_group[left_rows[left_move]] = upper_id[left_slot[left_move]]
-        right_group[right_rows[right_move]] = upper_id[right_slot[right_move]]
 
         # Next level's open groups: every open group (its lower half when split), then the upper halves.
         kept = np.flatnonzero(is_open)
-        new_slot = np.full(groups, -1, dtype=np.int64)
+        new_slot = np.full(groups, -1, dtype=index)
         new_slot[kept] = np.arange(len(kept))
-        upper_slot = np.full(groups, -1, dtype=np.int64)
+        upper_slot = np.full(groups, -1, dtype=index)
         upper_slot[accepted] = len(kept) + np.arange(len(accepted))
 
         upper_low = group_low[accepted].copy()
         upper_high = group_high[accepted].copy()
         upper_low[np.arange(len(accepted)), column[accepted]] = middle[accepted]
         group_high[accepted, column[accepted]] = middle[accepted]
-        group_id = np.concatenate([group_id[kept], upper_id[accepted]])
+        closing_id = group_id  # a closed group was not split: its rows end in it
+        group_id = np.concatenate([group_id[kept], upper_id])
         group_low = np.concatenate([group_low[kept], upper_low])
         group_high = np.concatenate([group_high[kept], upper_high])
         next_column = np.concatenate([rotated[kept], rotated[accepted]])
@@ -381,16 +378,33 @@ def _split_recursively(
         # Per group and half: the slot its rows take next level (-1: the group is closed).
         next_slot = np.repeat(new_slot, 2)
         next_slot[1::2] = np.where(accept, upper_slot, new_slot)
-        left_slot, right_slot = next_slot.take(left_half), next_slot.take(right_half)
-        left_keep, right_keep = left_slot >= 0, right_slot >= 0
-        left_rows, left_slot = left_rows[left_keep], left_slot[left_keep]
-        right_rows, right_slot = right_rows[right_keep], right_slot[right_keep]
+        left_rows, left_slot = _next_level(
+            left_group, left_rows, left_slot, next_slot.take(left_half), closing_id
+        )
+        right_rows, right_slot = _next_level(
+            right_group, right_rows, right_slot, next_slot.take(right_half), closing_id
+        )
     return left_group, right_group
+
+
+def _next_level(group, rows, slot, next_slot, closing_id) -> tuple[np.ndarray, np.ndarray]:
+    """The rows still open at the next level and their slots there; the rows whose group closed get
+    its id in `group` (in place)."""
+    closed = np.flatnonzero(next_slot < 0)
+    if closed.size == 0:
+        return rows, next_slot
+    group[rows.take(closed)] = closing_id.take(slot.take(closed))
+    if closed.size == rows.size:
+        return rows[:0], next_slot[:0]
+    open_rows = next_slot >= 0
+    return rows[open_rows], next_slot[open_rows]
 
 
 def _in_upper_half(flat, rows_in_all, rows, slot, column, middle) -> np.ndarray:
     """Whether each row's value in its group's column lies in the group's upper half."""
-    return flat.take(column.take(slot) * rows_in_all + rows) >= middle.take(slot)
+    slot = slot.astype(np.intp, copy=False)  # (two gathers by slot: convert the indices once)
+    offset = column.astype(np.intp) * rows_in_all
+    return flat.take(offset.take(slot) + rows) >= middle.take(slot)
 
 
 def _half_counts(half: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
