@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import threading
 from decimal import Decimal
 
 import pytest
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 import syndiffix_core
 import syndiffix_core.params
 import syndiffix_ops
+from syndiffix_ops import pipeline
 from syndiffix_ops.config import ConfigError, parse_config
 from syndiffix_ops.engines import ENGINES, register_engine
 from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
@@ -503,3 +505,51 @@ def test_a_tables_own_quality_thresholds_flag_and_gate_only_that_table(tmp_path)
     assert payload["metrics"]["thresholds"]["column_tvd"] == 0.001
     assert payload["metrics"]["attention"]["columns"]  # flagged at 0.001, not at the top-level 0.5
     engine.dispose()
+
+
+def test_an_outputs_risk_figures_are_computed_beside_its_quality_figures():
+    risk_started = threading.Event()
+
+    def quality():
+        # sequentially (quality first) the risk figures would not have started: the wait times out
+        assert risk_started.wait(timeout=30)
+        return {"scores": {}}
+
+    def risk():
+        risk_started.set()
+        return {"risk": 1}, "section"
+
+    metrics, risk_result, _, _ = pipeline._figures_of_output(quality, risk)
+    assert metrics == {"scores": {}} and risk_result == ({"risk": 1}, "section")
+    assert pipeline._figures_of_output(lambda: None, None)[:2] == (None, None)
+
+
+def test_an_error_in_either_figures_is_raised_once_both_have_ended():
+    ended = []
+
+    def failing_risk():
+        raise ValueError("risk sketch broke")
+
+    def quality():
+        ended.append("quality")
+        return {}
+
+    with pytest.raises(ValueError, match="risk sketch broke"):
+        pipeline._figures_of_output(quality, failing_risk)
+    assert ended == ["quality"]
+
+    quality_failed = threading.Event()
+
+    def failing_quality():
+        quality_failed.set()
+        raise RuntimeError("binning broke")
+
+    def risk_still_running():
+        # still running when the quality figures fail: the error waits for it
+        assert quality_failed.wait(timeout=30)
+        ended.append("risk")
+        return {}, None
+
+    with pytest.raises(RuntimeError, match="binning broke"):
+        pipeline._figures_of_output(failing_quality, risk_still_running)
+    assert ended == ["quality", "risk"]
