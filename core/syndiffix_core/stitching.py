@@ -394,8 +394,6 @@ def _next_level(group, rows, slot, next_slot, closing_id) -> tuple[np.ndarray, n
     if closed.size == 0:
         return rows, next_slot
     group[rows.take(closed)] = closing_id.take(slot.take(closed))
-    if closed.size == rows.size:
-        return rows[:0], next_slot[:0]
     open_rows = next_slot >= 0
     return rows[open_rows], next_slot[open_rows]
 
