@@ -94,23 +94,32 @@ def choose_stitch_values(
 
 
 def _ordered(table: Microtable, column: int) -> bool:
-    """Whether the column's values have an order a user reads (numbers, times, booleans; not strings).
-    A category column (strings, dates, decimals held compactly) is judged by its categories."""
-    dtype = _distinct(table.typed[column]).dtype
-    return not (pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype))
+    """Whether the column's values have an order a user reads (numbers, times, dates, decimals, booleans;
+    not strings). A category column (strings, dates, times and decimals are held compactly) is judged by
+    its categories."""
+    distinct = _distinct(table.typed[column])
+    if not (pd.api.types.is_object_dtype(distinct.dtype) or pd.api.types.is_string_dtype(distinct.dtype)):
+        return True
+    return pd.api.types.infer_dtype(distinct, skipna=True) in _ORDERED_OBJECTS
+
+
+# Python objects whose order is their value's: the date, time and decimal columns' categories.
+_ORDERED_OBJECTS = frozenset({"date", "time", "datetime", "decimal"})
 
 
 def _values(table: Microtable, column: int) -> np.ndarray:
     """The column as floats in its own order (NaN = null): the floats it was drawn from, or, where a
-    joined table kept none, its typed values (only ranks are measured, and the typed values of a number,
-    time or boolean column are in the same order as its floats)."""
+    joined table kept none, its typed values (only ranks are measured: a category column's codes, as its
+    categories are sorted, and the typed values of a number, time or boolean column, which are in the
+    same order as its floats)."""
     if column in table.value_columns:
         return table.column_values(column)
     typed = table.typed[column]
     if not isinstance(typed.dtype, pd.CategoricalDtype):
         return _as_floats(typed)
-    codes = typed.cat.codes.to_numpy()
-    return np.append(_as_floats(_distinct(typed)), np.nan)[codes]  # code -1 (null) takes the NaN
+    codes = typed.cat.codes.to_numpy().astype(np.float64)
+    codes[codes < 0] = np.nan
+    return codes
 
 
 def _distinct(typed: pd.Series) -> pd.Series:

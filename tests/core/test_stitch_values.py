@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -127,25 +130,85 @@ def test_without_ordered_columns_the_sides_alternate():
     np.testing.assert_array_equal(best.values, shared.values)
 
 
-def test_a_joined_table_without_floats_is_measured_on_its_typed_values():
-    """A joined table keeps floats only for the columns later clusters stitch on; the links of its
-    other columns (here a timestamp near-copy of stitch column 1) are read from their typed values."""
+def stitched_onto_joined_table(own_column) -> Microtable:
+    """A BEST stitch onto a joined table that keeps floats for its stitch columns 0 and 1 only; its own
+    column 2, `own_column(b, rng)` of stitch column 1's values b (every 50th row null), is typed only.
+    The new cluster links its own column loosely to stitch column 0."""
     rng = np.random.default_rng(0)
     a, b = two_stitch_columns(rng)
-    times = pd.Series(pd.Timestamp("2020-01-01") + pd.to_timedelta(near_copy(b, rng) * 1e6, unit="s"))
-    times[::50] = pd.NaT
+    own = own_column(b, rng)
+    own[::50] = None
     left = Microtable(
-        (0, 1, 2),
-        np.column_stack([a, b]),
-        {0: pd.Series(a), 1: pd.Series(b), 2: times},
-        value_columns=(0, 1),
+        (0, 1, 2), np.column_stack([a, b]), {0: pd.Series(a), 1: pd.Series(b), 2: own}, value_columns=(0, 1)
     )
     a, b = two_stitch_columns(rng)
     right = microtable({0: a, 1: b, 3: loose(a, rng)})
+    return stitch(left, right, [0, 1], owner=StitchOwner.BEST, rng=np.random.default_rng(1), keep_values=())
 
-    best = stitch(left, right, [0, 1], owner=StitchOwner.BEST, rng=np.random.default_rng(1), keep_values=())
+
+def test_a_joined_table_without_floats_is_measured_on_its_typed_values():
+    """A joined table keeps floats only for the columns later clusters stitch on; the links of its
+    other columns (here a timestamp near-copy of stitch column 1) are read from their typed values."""
+    best = stitched_onto_joined_table(
+        lambda b, rng: pd.Series(
+            pd.Timestamp("2020-01-01") + pd.to_timedelta(near_copy(b, rng) * 1e6, unit="s")
+        )
+    )
     linked = pd.DataFrame({"b": pd.to_numeric(best.typed[1]), "t": best.typed[2]}).dropna()
     assert linked["b"].corr(linked["t"].astype("int64").astype(float), method="spearman") > 0.99
+
+
+def _as_dates(values: np.ndarray) -> list[dt.date]:
+    return [dt.date(2020, 1, 1) + dt.timedelta(days=int(day)) for day in np.round(values * 200)]
+
+
+def _as_times(values: np.ndarray) -> list[dt.time]:
+    seconds = np.clip(np.round(43_200 + values * 8_000), 0, 86_399).astype(int)
+    return [dt.time(second // 3600, second // 60 % 60, second % 60) for second in seconds]
+
+
+def _as_decimals(values: np.ndarray) -> list[Decimal]:
+    return [Decimal(f"{value:.3f}") for value in values]
+
+
+def compact(objects: list) -> pd.Series:
+    """Objects held as the engine holds them in a stitch: categories of the distinct values, sorted."""
+    return pd.Series(pd.Categorical(objects, categories=pd.Index(sorted(set(objects)), dtype=object)))
+
+
+def ranks(series: pd.Series) -> pd.Series:
+    return pd.Series(series.cat.codes.to_numpy(dtype=float)).where(series.notna().to_numpy())
+
+
+OBJECTS = pytest.mark.parametrize(
+    "as_objects", [_as_dates, _as_times, _as_decimals], ids=["date", "time", "decimal"]
+)
+
+
+@OBJECTS
+def test_date_time_and_decimal_stitch_columns_are_measured_by_their_order(as_objects):
+    """Dates, times and decimals are held as categories of Python objects, sorted: their values have an
+    order a user reads, like numbers, so a near function of one on the right keeps the right values."""
+    rng = np.random.default_rng(0)
+    a, b = two_stitch_columns(rng)
+    left = microtable({0: a, 1: b, 2: loose(a, rng)})
+    left.typed[1] = compact(as_objects(b))
+    a, b = two_stitch_columns(rng)
+    right = microtable({0: a, 1: b, 3: near_copy(b, rng)})
+    right.typed[1] = compact(as_objects(b))
+
+    best = stitched(left, right, StitchOwner.BEST)
+    assert spearman(best, 1, 3) > 0.99
+    assert spearman(stitched(left, right, StitchOwner.SHARED), 1, 3) < 0.98
+
+
+@OBJECTS
+def test_a_joined_table_reads_the_order_of_its_object_columns_from_their_categories(as_objects):
+    """A joined table's own date, time or decimal column without floats is measured on its codes (the
+    categories are sorted, so the codes rank the rows as the values do)."""
+    best = stitched_onto_joined_table(lambda b, rng: compact(as_objects(near_copy(b, rng))))
+    linked = pd.DataFrame({"b": pd.to_numeric(best.typed[1]), "objects": ranks(best.typed[2])}).dropna()
+    assert linked["b"].corr(linked["objects"], method="spearman") > 0.99
 
 
 def test_without_links_to_keep_the_sides_alternate_whatever_the_draw():
