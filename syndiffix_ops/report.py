@@ -36,6 +36,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
+from syndiffix_core.threads import map_in_threads
+from syndiffix_core.workers import available_workers
 from syndiffix_ops.verdict import (
     QualityThresholds,
     attention,
@@ -155,14 +157,20 @@ def source_quality(
     rare_threshold: int = DEFAULT_RARE_THRESHOLD,
     max_categories: int = DEFAULT_MAX_CATEGORIES,
     min_correlation_rows: int = DEFAULT_MIN_CORRELATION_ROWS,
+    threads: int | None = None,
 ) -> SourceQuality:
-    """The source half of compute_quality for `columns` of `original` (default: all of them)."""
+    """The source half of compute_quality for `columns` of `original` (default: all of them). The
+    columns are binned side by side on `threads` threads (default: the cores available), mostly in
+    numpy's sorts and searches, which release the GIL; the figures do not depend on the count."""
     if bins < 1 or rare_threshold < 1 or max_categories < 1:
         raise ValueError("bins, rare_threshold and max_categories must be at least 1")
     names = list(original.columns) if columns is None else list(columns)
-    binned = {
-        name: _source_column(name, original[name], bins, rare_threshold, max_categories) for name in names
-    }
+    columns_binned = map_in_threads(
+        lambda name: _source_column(name, original[name], bins, rare_threshold, max_categories),
+        names,
+        available_workers() if threads is None else threads,
+    )
+    binned = dict(zip(names, columns_binned, strict=True))
     numeric = [column for column in binned.values() if column.moments is not None]
     min_rows = max(min_correlation_rows, rare_threshold, 2)
     return SourceQuality(
@@ -314,26 +322,27 @@ def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn, sample: np.ndarray | 
     return _tvd(original, other)
 
 
-def _source_tails(kind: str, original_values: np.ndarray) -> list[tuple[float, dict[str, Any]]]:
-    """The source's tails beyond its outer quantiles (1 % and 5 % each side), each with its edge: a tail
-    lost in synthesis shows here even when it hides inside an outer decile bin. A tail is left out when
-    fewer than _MIN_TAIL_ROWS source rows are in it: its share would be mostly noise (and near single
-    rows)."""
-    if kind == BOOLEAN:
-        return []
-    source = original_values[~np.isnan(original_values)]
-    finite = source[np.isfinite(source)]  # an infinite value is beyond every edge, never an edge itself
+def _source_tails(kind: str, present: np.ndarray) -> list[tuple[float, dict[str, Any]]]:
+    """The source's tails beyond its outer quantiles (1 % and 5 % each side) of its `present` (non-null,
+    sorted) values, each with its edge: a tail lost in synthesis shows here even when it hides inside an
+    outer decile bin. A tail is left out when fewer than _MIN_TAIL_ROWS source rows are in it: its share
+    would be mostly noise (and near single rows)."""
+    finite = present[np.isfinite(present)]  # an infinite value is beyond every edge, never an edge itself
     if finite.size == 0:
         return []
     step = _rounding_step(finite, kind)
     tails = []
     for side, quantile in (("low", 0.01), ("low", 0.05), ("high", 0.95), ("high", 0.99)):
         edge = float(np.round(np.quantile(finite, quantile) / step) * step)
-        source_rows = int((_beyond(side, source, edge)).sum())
+        # the rows beyond the edge (as _beyond counts them), from the sorted values
+        if side == "low":
+            source_rows = int(np.searchsorted(present, edge, side="left"))
+        else:
+            source_rows = int(present.size - np.searchsorted(present, edge, side="right"))
         if source_rows < _MIN_TAIL_ROWS:
             continue
         label = f"{'<' if side == 'low' else '>'} {_format_edge(edge, kind, step)}"
-        share = _round(source_rows / source.size, _SHARE_DECIMALS)
+        share = _round(source_rows / present.size, _SHARE_DECIMALS)
         tails.append((edge, {"side": side, "quantile": quantile, "label": label, "original_share": share}))
     return tails
 
@@ -422,9 +431,13 @@ def _source_column(
             labels, codes_of = _categorical_bins(pd.Series(values), kind, rare_threshold, max_categories)
             codes = codes_of(pd.Series(values))
         else:
-            labels, codes_of = _quantile_bins(values, kind, bins, rare_threshold)
+            # One sort serves the bins' distinct values and quantiles and the tails' quantiles and sizes
+            # (a quantile of sorted values is a few times cheaper, and the same: it depends on the
+            # values alone, not on their order).
+            present = np.sort(values[~np.isnan(values)])
+            labels, codes_of = _quantile_bins(present, values.size - present.size, kind, bins, rare_threshold)
             codes = codes_of(values)
-        tails = _source_tails(kind, values)
+            tails = _source_tails(kind, present)
         moments = _moments(values)
     return _SourceColumn(
         name=name,
@@ -581,16 +594,17 @@ def _rank_label(first: int, last: int) -> str:
 
 
 def _quantile_bins(
-    original: np.ndarray, kind: str, bins: int, rare_threshold: int
+    present: np.ndarray, nulls: int, kind: str, bins: int, rare_threshold: int
 ) -> tuple[list[str], Callable[[np.ndarray], np.ndarray]]:
-    """Quantile bins of the source; a value held by at least 1/bins of the source rows (the zeros of a
-    zero-inflated column) gets a bin of its own first, and the other values are cut into quantile bins
-    among themselves, so both the point mass and the spread of the rest stay visible. Returns the labels
-    (null and other last) and the codes of values in these bins."""
-    present = original[~np.isnan(original)]
-    distinct, counts = np.unique(present, return_counts=True)
+    """Quantile bins of the source's `present` (non-null, sorted) values beside its `nulls`; a value
+    held by at least 1/bins of the source rows (the zeros of a zero-inflated column) gets a bin of its
+    own first, and the other values are cut into quantile bins among themselves, so both the point mass
+    and the spread of the rest stay visible. Returns the labels (null and other last) and the codes of
+    values in these bins."""
+    starts = np.flatnonzero(np.r_[True, present[1:] != present[:-1]]) if present.size else np.empty(0, int)
+    distinct, counts = present[starts], np.diff(np.r_[starts, present.size])
     heavy = distinct[(counts >= present.size / bins) & (counts >= rare_threshold)]
-    rest = present[~np.isin(present, heavy)]
+    rest = present[~np.isin(present, heavy)] if heavy.size else present
     if rest.size >= (rare_threshold if heavy.size else 1):  # a few rows beside point bins: "other (rare)"
         # edges come from the finite values; -inf and inf (a float column or an engine may hold them)
         # fall into the open outer bins, unless one of them is frequent enough for a point bin
@@ -607,7 +621,7 @@ def _quantile_bins(
         edges = np.empty(0)
         value_labels = [] if heavy.size else _interval_labels(edges, kind, 1.0)
     point_labels = [f"= {_format_point(value, kind)}" for value in heavy]
-    null_is_frequent = int(np.isnan(original).sum()) >= rare_threshold
+    null_is_frequent = nulls >= rare_threshold
     interval_offset = len(point_labels)
     null_code = interval_offset + len(value_labels)
     other_code = null_code + 1
@@ -632,9 +646,11 @@ def _format_point(value: float, kind: str) -> str:
 
 
 def _merge_rare_bins(edges: np.ndarray, values: np.ndarray, rare_threshold: int) -> np.ndarray:
-    """Drop edges until every bin holds at least `rare_threshold` source rows (or only one bin is left)."""
+    """Drop edges until every bin holds at least `rare_threshold` of the (sorted) source `values` (or
+    only one bin is left)."""
+    # bin i holds the values in [edges[i - 1], edges[i])
+    counts = list(np.diff(np.r_[0, np.searchsorted(values, edges, side="left"), values.size]))
     edges = list(edges)
-    counts = list(np.bincount(np.searchsorted(edges, values, side="right"), minlength=len(edges) + 1))
     while edges and min(counts) < rare_threshold:
         rare = int(np.argmin(counts))
         if rare == 0:

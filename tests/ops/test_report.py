@@ -15,8 +15,10 @@ import pytest
 from syndiffix_ops import report as report_module
 from syndiffix_ops.report import (
     ReportSection,
+    compare_with_source,
     compute_quality,
     report_file_stem,
+    source_quality,
     write_html_report,
 )
 from syndiffix_ops.report_index import write_report_index
@@ -380,3 +382,28 @@ def test_infinite_values_on_either_side_fall_into_outer_or_point_bins_and_out_of
     # the relation of x and y over their finite rows survives in the correlation, not a NaN
     assert metrics["correlation"]["original"][0][1] == pytest.approx(0.7, abs=0.05)
     assert metrics["corr_abs_diff_max"] is not None and metrics["corr_abs_diff_max"] < 0.05
+
+
+def test_source_tails_count_the_rows_beyond_their_edges_as_the_synthetic_side_does():
+    """The source's tail shares come from its sorted values, the synthetic side's from a comparison per
+    row: on the same table they agree, with values tied at the edges, nulls and infinities."""
+    rng = np.random.default_rng(5)
+    x = np.round(rng.lognormal(0, 1, 5_000), 1)  # many rows share each value, so edges fall on ties
+    x[::9], x[::50] = np.nan, np.inf
+    x[1::70] = -np.inf
+    frame = pd.DataFrame({"x": x, "n": rng.integers(0, 40, 5_000)})
+
+    for name in ("x", "n"):
+        tails = compute_quality(frame, frame.copy())["columns"][name]["tails"]
+        assert {tail["side"] for tail in tails} == {"low", "high"}
+        for tail in tails:
+            assert tail["original_share"] == tail["synthetic_share"]
+
+
+def test_source_figures_are_the_same_on_any_number_of_threads():
+    frame = _mixed_frame(3_000)
+    synthetic = frame.sample(frac=1.0, random_state=2).reset_index(drop=True)
+    figures = [
+        compare_with_source(source_quality(frame, threads=threads), synthetic) for threads in (1, 2, 4)
+    ]
+    assert figures[0]["columns"] and figures[0] == figures[1] == figures[2]
