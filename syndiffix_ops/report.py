@@ -195,19 +195,27 @@ def compare_with_source(
     thresholds: QualityThresholds | None = None,
     target_column: str | None = None,
     original: pd.DataFrame | None = None,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """compute_quality's figures from the source half and the synthetic table; ML efficacy (with a
-    `target_column`) trains on rows, so it needs the `original` frame too."""
+    `target_column`) trains on rows, so it needs the `original` frame too. The synthetic columns are
+    binned on `threads` threads (default: the cores available); the figures do not depend on the count."""
     thresholds = thresholds or QualityThresholds()
     shared = [name for name in synthetic.columns if name in source.binned]
-    binned = [_bin_synthetic(source.binned[name], synthetic[name]) for name in shared]
+    binned = map_in_threads(
+        lambda name: _bin_synthetic(source.binned[name], synthetic[name]),
+        shared,
+        available_workers() if threads is None else threads,
+    )
     comparable = source.rows > 0 and len(synthetic) > 0
     sample = sample_rows(source.rows, len(synthetic))
 
     column_details: dict[str, Any] = {}
     tvd_1dim = []
+    original_shares = []
     for column in binned:
         original_share = column.shares(column.original_codes)
+        original_shares.append(original_share)
         synthetic_share = column.shares(column.synthetic_codes)
         tvd = _tvd(original_share, synthetic_share) if comparable else None
         sample_tvd = (
@@ -226,20 +234,23 @@ def compare_with_source(
         }
 
     correlation = _correlations(source, synthetic, binned)
+    # each column's sampled source rows gathered once, for all its pairs
+    sampled = [column.original_codes[sample] for column in binned] if comparable else []
     pairs = []
     tvd_2dim = []
     corr_diffs = []
     for i, j in zip(*np.triu_indices(len(binned), k=1), strict=True):
         first, second = binned[i], binned[j]
-        tvd = _pair_tvd(first, second) if comparable else None
-        sample_tvd = _pair_tvd(first, second, sample) if comparable else None
-        independent_tvd = (
-            independence_tvd(
-                first.original_codes, len(first.labels), second.original_codes, len(second.labels)
+        tvd = sample_tvd = independent_tvd = None
+        if comparable:
+            widths = len(first.labels), len(second.labels)
+            source_joint = joint_shares(first.original_codes, widths[0], second.original_codes, widths[1])
+            synthetic_joint = joint_shares(
+                first.synthetic_codes, widths[0], second.synthetic_codes, widths[1]
             )
-            if comparable
-            else None
-        )
+            tvd = _tvd(source_joint, synthetic_joint)
+            sample_tvd = _tvd(source_joint, joint_shares(sampled[i], widths[0], sampled[j], widths[1]))
+            independent_tvd = independence_tvd(source_joint, original_shares[i], original_shares[j])
         corr_diff = correlation.abs_diff(first.name, second.name)
         if tvd is not None:
             tvd_2dim.append(tvd)
@@ -307,19 +318,6 @@ class _BinnedColumn:
 
 def _tvd(first: np.ndarray, second: np.ndarray) -> float:
     return float(0.5 * np.abs(first - second).sum())
-
-
-def _pair_tvd(first: _BinnedColumn, second: _BinnedColumn, sample: np.ndarray | None = None) -> float:
-    """2-dim TVD of the source pair and the synthetic one, or (given `sample`) the source rows sampled."""
-    widths = len(first.labels), len(second.labels)
-    original = joint_shares(first.original_codes, widths[0], second.original_codes, widths[1])
-    if sample is None:
-        other = joint_shares(first.synthetic_codes, widths[0], second.synthetic_codes, widths[1])
-    else:
-        other = joint_shares(
-            first.original_codes[sample], widths[0], second.original_codes[sample], widths[1]
-        )
-    return _tvd(original, other)
 
 
 def _source_tails(kind: str, present: np.ndarray) -> list[tuple[float, dict[str, Any]]]:

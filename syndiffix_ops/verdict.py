@@ -74,11 +74,9 @@ def sample_rows(source_rows: int, size: int) -> np.ndarray:
     return np.random.default_rng(_SAMPLE_SEED).integers(0, source_rows, size=size)
 
 
-def independence_tvd(first: np.ndarray, first_bins: int, second: np.ndarray, second_bins: int) -> float:
-    """2-dim TVD between the source pair and the product of its two columns' shares."""
-    joint = joint_shares(first, first_bins, second, second_bins)
-    first_shares = np.bincount(first, minlength=first_bins) / max(first.size, 1)
-    second_shares = np.bincount(second, minlength=second_bins) / max(second.size, 1)
+def independence_tvd(joint: np.ndarray, first_shares: np.ndarray, second_shares: np.ndarray) -> float:
+    """2-dim TVD between a pair's `joint` shares (as joint_shares gives them) and the product of its two
+    columns' own shares."""
     return tvd(joint, np.outer(first_shares, second_shares).ravel())
 
 

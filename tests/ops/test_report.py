@@ -404,6 +404,7 @@ def test_source_figures_are_the_same_on_any_number_of_threads():
     frame = _mixed_frame(3_000)
     synthetic = frame.sample(frac=1.0, random_state=2).reset_index(drop=True)
     figures = [
-        compare_with_source(source_quality(frame, threads=threads), synthetic) for threads in (1, 2, 4)
+        compare_with_source(source_quality(frame, threads=threads), synthetic, threads=threads)
+        for threads in (1, 2, 4)
     ]
     assert figures[0]["columns"] and figures[0] == figures[1] == figures[2]
