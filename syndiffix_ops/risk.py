@@ -164,19 +164,22 @@ class TableSketcher:
             for columns in self.sets
         }
 
-    def add(self, chunk: pd.DataFrame) -> None:
+    def add(self, chunk: pd.DataFrame, column_hashes: Mapping[str, np.ndarray] | None = None) -> None:
+        """Sketch the rows of `chunk`; `column_hashes` are hash_column's hashes of some of its columns,
+        when the caller has them already."""
         needed = dict.fromkeys([*self.id_columns, *(c for s in self.sets for c in s)])
         missing = [column for column in needed if column not in chunk.columns]
         if missing:
             raise RiskError(f"table {self.table}: columns {missing} are missing from the data read")
-        column_hashes: dict[str, np.ndarray] = {}
+        given = column_hashes or {}
+        hashes: dict[str, np.ndarray] = {}
         value_hashes: dict[ColumnSet, np.ndarray] = {}
         for columns in self.sets:
             for column in columns:
-                if column not in column_hashes:
-                    column_hashes[column] = hash_column(chunk[column])
+                if column not in hashes:
+                    hashes[column] = given[column] if column in given else hash_column(chunk[column])
                     self.domains.setdefault(column, _value_domain(chunk[column]))
-            value_hashes[columns] = combine_hashes([column_hashes[c] for c in columns])
+            value_hashes[columns] = combine_hashes([hashes[c] for c in columns])
         for kind, by_columns in self._by_id_kind.items():
             if kind:
                 ids = hash_column(chunk[kind[0]], seed=ID_SEED)
@@ -423,7 +426,7 @@ def assess_output(
                 params.thresholds,
             )
             totals[columns_] = totals.get(columns_, Reproduction()) + counts
-        synthetic.add(chunk)
+        synthetic.add(chunk, column_hashes)
     containment = {}
     for columns_, sketch in (synthetic.sketches if synthetic else {}).items():
         overlap = sketch.overlap(source_sketches[columns_])

@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict
 
+from syndiffix_core.risk import hash_column
 from syndiffix_ops.config import parse_config
 from syndiffix_ops.engines import ENGINES, EngineResult, register_engine
 from syndiffix_ops.lineage import last_lineage
@@ -18,6 +19,7 @@ from syndiffix_ops.pipeline import run_table
 from syndiffix_ops.risk import (
     RiskError,
     RiskParams,
+    TableSketcher,
     assess_config,
     assess_output,
     coarse,
@@ -127,6 +129,22 @@ def test_output_assessment_counts_reproduced_unique_rows():
     assert output.containment["zip"]["synthetic_in_source"] == pytest.approx(expected)
     assert output.containment["age"]["synthetic_in_source"] == 1.0
     assert output.to_dict()["reproduction"]["zip+age"]["share_unique_in_source"] == pytest.approx(0.3)
+
+
+def test_a_sketcher_fed_the_callers_column_hashes_holds_the_same_sketches():
+    """assess_output hashes each synthetic column once and hands the hashes to the synthetic sketcher."""
+    rng = np.random.default_rng(4)
+    chunk = pd.DataFrame(
+        {"zip": rng.integers(0, 900, 3_000), "city": rng.choice(["a", "b", "c", "d"], 3_000)}
+    )
+    sets = column_sets(["zip", "city"], [["zip", "city"]])
+    hashing, fed = TableSketcher(sets), TableSketcher(sets)
+    hashing.add(chunk)
+    fed.add(chunk, {"zip": hash_column(chunk["zip"]), "city": hash_column(chunk["city"])})
+    for columns in sets:
+        overlap = hashing.sketches[columns].overlap(fed.sketches[columns])
+        assert overlap.jaccard == 1.0 and overlap.containment_of_first == 1.0
+    assert fed.domains == hashing.domains == {"zip": "number", "city": "other"}
 
 
 def test_joinability_across_tables_and_domains():
