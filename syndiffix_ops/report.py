@@ -46,6 +46,7 @@ from syndiffix_ops.verdict import (
     joint_shares,
     sample_rows,
 )
+from syndiffix_ops.verdict import tvd as total_variation
 
 DEFAULT_BINS = 10
 DEFAULT_RARE_THRESHOLD = 10
@@ -224,9 +225,11 @@ def compare_with_source(
         original_share = column.shares(column.original_codes)
         original_shares.append(original_share)
         synthetic_share = column.shares(column.synthetic_codes)
-        tvd = _tvd(original_share, synthetic_share) if comparable else None
+        tvd = total_variation(original_share, synthetic_share) if comparable else None
         sample_tvd = (
-            _tvd(original_share, column.shares(column.original_codes[sample])) if comparable else None
+            total_variation(original_share, column.shares(column.original_codes[sample]))
+            if comparable
+            else None
         )
         if tvd is not None:
             tvd_1dim.append(tvd)
@@ -255,8 +258,10 @@ def compare_with_source(
             synthetic_joint = joint_shares(
                 first.synthetic_codes, widths[0], second.synthetic_codes, widths[1]
             )
-            tvd = _tvd(source_joint, synthetic_joint)
-            sample_tvd = _tvd(source_joint, joint_shares(sampled[i], widths[0], sampled[j], widths[1]))
+            tvd = total_variation(source_joint, synthetic_joint)
+            sample_tvd = total_variation(
+                source_joint, joint_shares(sampled[i], widths[0], sampled[j], widths[1])
+            )
             independent_tvd = independence_tvd(source_joint, original_shares[i], original_shares[j])
         corr_diff = correlation.abs_diff(first.name, second.name)
         if tvd is not None:
@@ -321,10 +326,6 @@ class _BinnedColumn:
     def shares(self, codes: np.ndarray) -> np.ndarray:
         counts = np.bincount(codes, minlength=len(self.labels)).astype(np.float64)
         return counts / codes.size if codes.size else counts
-
-
-def _tvd(first: np.ndarray, second: np.ndarray) -> float:
-    return float(0.5 * np.abs(first - second).sum())
 
 
 def _source_tails(kind: str, present: np.ndarray) -> list[tuple[float, dict[str, Any]]]:
