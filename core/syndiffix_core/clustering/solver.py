@@ -55,32 +55,30 @@ def solve_permutation(builder: ClusterBuilder, *, alpha: float, rng: np.random.G
     # At low temperature the chain keeps proposing the same few neighbours; caching their energy turns
     # most of the ~28k steps into dictionary look-ups.
     energies: dict[tuple[int, ...], float] = {}
-
-    def energy(perm: list[int]) -> float:
-        key = tuple(perm)
-        value = energies.get(key)
-        if value is None:
-            value = builder.unsatisfied_dependence_of(perm)
-            energies[key] = value
-        return value
+    score = builder.unsatisfied_dependence_of
 
     steps = _number_of_steps(alpha)
-    # Draw all randomness up front: one vectorized call instead of three per step.
+    # Draw all randomness up front: one vectorized call instead of three per step (as Python lists,
+    # whose items index and compare faster than numpy scalars).
     swaps_a = rng.integers(first_free, num_columns, size=steps)
-    swaps_b = first_free + (swaps_a - first_free + rng.integers(1, free, size=steps)) % free
-    uniforms = rng.random(steps)
+    swaps_b = (first_free + (swaps_a - first_free + rng.integers(1, free, size=steps)) % free).tolist()
+    swaps_a = swaps_a.tolist()
+    uniforms = rng.random(steps).tolist()
 
-    current_energy = energy(permutation)
+    current_energy = score(permutation)
+    energies[tuple(permutation)] = current_energy
     best, best_energy = list(permutation), current_energy
     temperature = INITIAL_TEMPERATURE
-    for step in range(steps):
+    for a, b, uniform in zip(swaps_a, swaps_b, uniforms, strict=True):
         if best_energy <= 0.0:
             break
-        a, b = swaps_a[step], swaps_b[step]
         permutation[a], permutation[b] = permutation[b], permutation[a]
-        new_energy = energy(permutation)
+        key = tuple(permutation)
+        new_energy = energies.get(key)
+        if new_energy is None:
+            new_energy = energies[key] = score(permutation)
         delta = new_energy - current_energy
-        if delta <= 0 or math.exp(-delta / temperature) > uniforms[step]:
+        if delta <= 0 or math.exp(-delta / temperature) > uniform:
             current_energy = new_energy
             if new_energy < best_energy:
                 best, best_energy = list(permutation), new_energy
