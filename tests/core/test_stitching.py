@@ -364,3 +364,52 @@ def test_category_columns_join_as_their_values_would():
         np.testing.assert_array_equal(compact.typed[column].to_numpy(dtype=object), plain.typed[column])
     for column in (2, 3):
         np.testing.assert_array_equal(compact.typed[column], plain.typed[column])
+
+
+def drifting_pairs(rng: np.random.Generator, rows: int = 5000):
+    """Two sides of one column and pairs that take the right side's values below 30 twice, as a merge
+    whose ranges hold more right rows where the sides relate the stitch columns differently does."""
+    left = microtable({0: rng.uniform(0, 100, rows), 1: rng.uniform(0, 1, rows)})
+    right = microtable({0: rng.uniform(0, 100, rows), 2: rng.uniform(0, 1, rows)})
+    right_rows = np.concatenate([np.arange(rows), np.flatnonzero(right.column_values(0) < 30)])
+    left_rows = rng.integers(0, rows, right_rows.size)
+    return left, right, left_rows, right_rows
+
+
+def test_stitch_values_that_drift_from_their_side_are_calibrated_back_in_their_order():
+    rng = np.random.default_rng(5)
+    left, right, left_rows, right_rows = drifting_pairs(rng)
+    take_right = np.ones(right_rows.size, dtype=bool)
+    rows = stitching._stitch_value_rows(left, right, [0], left_rows, right_rows, take_right, rng)[0]
+    a = right.column_values(0)
+    drifted, calibrated = a[right_rows], a[rows - left.num_rows]  # rows of both sides, left first
+    assert rows.min() >= left.num_rows
+    assert largest_cdf_gap(drifted, a) > 0.1
+    assert largest_cdf_gap(calibrated, a) < 2 / rows.size
+    # Each output row keeps its place in the column's order (ties aside).
+    assert pd.Series(calibrated).corr(pd.Series(drifted), method="spearman") > 0.999
+
+
+def test_stitch_values_drifting_within_the_noise_stay_the_paired_rows_values():
+    rng = np.random.default_rng(6)
+    left, right, _, _ = drifting_pairs(rng)
+    right_rows = rng.permutation(right.num_rows)[:4900]
+    left_rows = rng.permutation(left.num_rows)[:4900]
+    for take_right, expected in (
+        (np.ones(4900, dtype=bool), left.num_rows + right_rows),
+        (np.zeros(4900, dtype=bool), left_rows),
+        (np.arange(4900) % 2 == 1, np.where(np.arange(4900) % 2 == 1, left.num_rows + right_rows, left_rows)),
+    ):
+        rows = stitching._stitch_value_rows(left, right, [0], left_rows, right_rows, take_right, rng)[0]
+        np.testing.assert_array_equal(rows, expected)
+
+
+def test_alternating_stitch_values_are_calibrated_to_both_sides():
+    rng = np.random.default_rng(7)
+    left, right, left_rows, right_rows = drifting_pairs(rng)
+    take_right = np.arange(right_rows.size) % 2 == 1
+    rows = stitching._stitch_value_rows(left, right, [0], left_rows, right_rows, take_right, rng)[0]
+    both = np.concatenate([left.column_values(0), right.column_values(0)])
+    paired = both[np.where(take_right, left.num_rows + right_rows, left_rows)]
+    assert largest_cdf_gap(paired, both) > 0.05
+    assert largest_cdf_gap(both[rows], both) < 2 / rows.size
