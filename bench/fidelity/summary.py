@@ -45,7 +45,10 @@ def cpu_ratio(result: dict) -> float | None:
 
 
 def tail_means(runs: list[dict], column: str) -> dict[str, float] | None:
+    """Mean over the salts whose output holds numbers in `column` (None if none does: a column that
+    came out all null fails the mean check)."""
     found = [run["tails"][column] for run in runs if column in run.get("tails", {})]
+    found = [tail for tail in found if tail["mean"] is not None and not np.isnan(tail["mean"])]
     if not found:
         return None
     return {
