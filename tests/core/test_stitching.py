@@ -413,3 +413,13 @@ def test_alternating_stitch_values_are_calibrated_to_both_sides():
     paired = both[np.where(take_right, left.num_rows + right_rows, left_rows)]
     assert largest_cdf_gap(paired, both) > 0.05
     assert largest_cdf_gap(both[rows], both) < 2 / rows.size
+
+
+def test_drift_is_the_largest_gap_between_the_cumulative_shares():
+    keys = np.arange(100, dtype=float)
+    assert stitching._drift([keys], np.arange(50)) == pytest.approx(0.5)  # the lower half only
+    assert stitching._drift([keys], np.arange(100)[::-1]) == 0.0  # every row once, in any order
+    # Two sides laid end to end: rows of the second side are found past the first side's length.
+    left, right = np.zeros(10), np.ones(10)
+    assert stitching._drift([left, right], np.arange(10, 20)) == pytest.approx(0.5)
+    assert stitching._drift([left, right], np.r_[0:5, 10:15]) == 0.0
