@@ -48,7 +48,7 @@ def tail_means(runs: list[dict], column: str) -> dict[str, float] | None:
     """Mean over the salts whose output holds numbers in `column` (None if none does: a column that
     came out all null fails the mean check)."""
     found = [run["tails"][column] for run in runs if column in run.get("tails", {})]
-    found = [tail for tail in found if tail["mean"] is not None and not np.isnan(tail["mean"])]
+    found = [tail for tail in found if not np.isnan(tail["mean"])]
     if not found:
         return None
     return {
@@ -291,8 +291,9 @@ def print_sweep_counts(results: list[dict]) -> int:
     outside = [
         r["table"] for r in done if any(sum(run["out_of_range"].values()) for run in r["runs"]["ours"])
     ]
-    bad_mean = [r["table"] for r in done if failing_columns(r)[0]]
-    bad_share = [r["table"] for r in done if failing_columns(r)[1]]
+    failing = {r["table"]: failing_columns(r) for r in done}
+    bad_mean = [table for table, (mean, _) in failing.items() if mean]
+    bad_share = [table for table, (_, share) in failing.items() if share]
     print(
         f"\n{len(results)} tables: {len(failed)} failed to synthesize, {len(outside)} with values out of range, "
         f"{len(bad_mean)} with a mean off by > {MEAN_TOLERANCE_SD} sd, "

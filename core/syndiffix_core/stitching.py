@@ -210,28 +210,27 @@ def _stitch_value_rows(left, right, stitch_columns, left_rows, right_rows, take_
     are reweighted (Ecdat PSID: the new cluster held intnum with persnum, the accumulated table had
     them unrelated, and intnum's top decile lost 11 % of its rows). Calibrating moves values within
     their rank, which blurs the row's links a little, so small drifts are left as they are."""
+    # The sides the values come from, laid end to end, the output rows' rows in them, and where they
+    # start among both sides' rows.
     n_left = left.num_rows
     if take_right.all():
-        sides = [(right, n_left)]
-        paired = n_left + right_rows
+        sides, rows, offset = [right], right_rows, n_left
     elif not take_right.any():
-        sides = [(left, 0)]
-        paired = left_rows
+        sides, rows, offset = [left], left_rows, 0
     else:
-        sides = [(left, 0), (right, n_left)]
-        paired = np.where(take_right, n_left + right_rows, left_rows)
-    offset = sides[0][1]
+        sides, rows, offset = [left, right], np.where(take_right, n_left + right_rows, left_rows), 0
+    paired = offset + rows if offset else rows
     # Reweighting a few hundred rows at random drifts their distribution by about 1 / sqrt(rows) anyway.
-    tolerance = max(DRIFT_TOLERANCE, 1 / np.sqrt(max(len(paired), 1)))
+    tolerance = max(DRIFT_TOLERANCE, 1 / np.sqrt(max(len(rows), 1)))
     shared_rows = {}
     for column in stitch_columns:
-        side_keys = [_order_key(side, column) for side, _ in sides]
-        if _drift(side_keys, paired - offset) <= tolerance:
+        side_keys = [_order_key(side, column) for side in sides]
+        if _drift(side_keys, rows) <= tolerance:
             shared_rows[column] = paired
             continue
         keys = np.concatenate(side_keys)
-        randoms = rng.random(len(paired)), rng.random(len(keys))
-        shared_rows[column] = offset + _calibrated_rows(keys, paired - offset, *randoms)
+        randoms = rng.random(len(rows)), rng.random(len(keys))
+        shared_rows[column] = offset + _calibrated_rows(keys, rows, *randoms)
     return shared_rows
 
 
