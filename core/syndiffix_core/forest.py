@@ -10,7 +10,9 @@ breadth-first; at depth d the rows of every node are a contiguous segment of one
 (rows sorted once per tree by their interleaved cell bits, i.e. Morton/Z order), so every per-node
 quantity is a segment reduction. A node splits iff, on its final row set, it is not a singularity,
 not a stub, passes LCF and (1-dim only) satisfies the precision limit. Rows of nodes that stop leave
-the arrays for the following levels. A row's cell at depth d in dimension j is
+the arrays for the following levels. Trees of one size whose columns differ grow side by side in
+small tables (`Forest.build`): their rows lie one tree after the other, and one level of all of them is
+computed by the same few numpy calls. A row's cell at depth d in dimension j is
 floor((x_j - lo_j) / size_j * 2^d), clamped to [0, 2^d - 1] (so 1-dim outliers land in edge cells).
 
 Per tree and depth, `TreeLevel` holds one entry per node in Morton order: `key = parent << k | bits`
@@ -39,6 +41,18 @@ MAX_DEPTH = 62
 CELL_BITS = 31
 _UNIT_MAX = 1.0 - 2.0**-53
 _SPREAD_TABLES: dict[tuple[int, int], np.ndarray] = {}
+# Without AID columns, trees of one size grow side by side while their rows together stay under this
+# many positions (~60 MiB of layout at 4 columns): tables of a few thousand rows build a cluster's
+# trees of one size in one batch; from 1M rows on every tree grows alone (and their numpy calls are
+# long enough that batching would gain nothing).
+BATCHED_TREE_POSITIONS = 1 << 20
+# With AID columns a batch counts each level's entities from all its rows (the per-tree count reads
+# only the rows that repeat an entity within a node), which costs more than the per-tree overhead it
+# saves beyond a few thousand rows (at 20,000 rows a cluster's trees took 1.5x as long batched).
+BATCHED_AID_ROWS = 8_192
+# Keys of a batch's sub-tree levels carry their tree's number above this bit (keys of a tree over
+# at most 2^20 rows stay below 2^(20 + k)).
+_TREE_KEY_SHIFT = 40
 
 
 def _spread_table(k: int, shift: int) -> np.ndarray:
@@ -100,10 +114,28 @@ class TreeLevel:
     stub: np.ndarray
     branch: np.ndarray  # bool: the node split; its children with >= 3 rows are in level depth + 1
     noisy_count: np.ndarray  # int32, >= 1
+    # bool: a stub, or low for its kind (singularity or range): what the nodes one dimension up read
+    counts_as_stub: np.ndarray
 
     @property
     def size(self) -> int:
         return self.key.size
+
+    def part(self, nodes: slice) -> TreeLevel:
+        """The level of one tree from a batch's level (keys in the narrowest dtype)."""
+        return TreeLevel(
+            key=_narrow_keys(self.key[nodes]),
+            rep_row=self.rep_row[nodes],
+            singular_dims=self.singular_dims[nodes],
+            singular=self.singular[nodes],
+            lcf_low=self.lcf_low[nodes],
+            singularity_low=self.singularity_low[nodes],
+            range_low=self.range_low[nodes],
+            stub=self.stub[nodes],
+            branch=self.branch[nodes],
+            noisy_count=self.noisy_count[nodes],
+            counts_as_stub=self.counts_as_stub[nodes],
+        )
 
 
 @dataclass
@@ -304,15 +336,42 @@ class Forest:
 
     # --- building -------------------------------------------------------------------------------------
 
+    def build(self, column_sets: Sequence[tuple[int, ...]]) -> None:
+        """Build the missing trees over `column_sets` (of one size, with their one-column-smaller trees).
+
+        Without AID columns, the trees of a small table grow side by side, one level of all of them at a
+        time (`_grow`): each level is a handful of numpy calls whatever the number of trees, where one
+        tree at a time pays that overhead per tree and level (most of a small table's tree time). The
+        trees are the same as built one by one: every per-node quantity is computed per node."""
+        missing = sorted({tuple(sorted(c)) for c in column_sets} - self.trees.keys())
+        for columns in missing:
+            for sub in combinations(columns, len(columns) - 1):
+                if sub:
+                    self.tree(sub)
+        together = max(1, BATCHED_TREE_POSITIONS // self.row_count)
+        if not self.entities.implicit and self.row_count > BATCHED_AID_ROWS:
+            together = 1
+        for first in range(0, len(missing), together):
+            batch = [self._start(columns) for columns in missing[first : first + together]]
+            self._grow(batch)
+            self.trees.update((growing.tree.columns, growing.tree) for growing in batch)
+
     def _build(self, columns: tuple[int, ...], column_values: np.ndarray | None = None) -> Tree:
         """The tree over `columns`; a 1-dim tree reads `column_values` (the column's floats, nulls
         mapped; gathered from the ranks when not given)."""
+        growing = self._start(columns, column_values)
+        self._grow([growing])
+        return growing.tree
+
+    def _start(self, columns: tuple[int, ...], column_values: np.ndarray | None = None) -> _Growing:
+        """A tree with no levels yet and its rows sorted by code: everything `_grow` needs."""
         k = len(columns)
         if k == 1 and column_values is None:
             column_values = self.values_at(np.arange(self.row_count), columns)[:, 0]
         base_seed = self._base_seed(columns)
         depth_offset = 0
         row_limit = 0
+        sub_trees = []
         if k == 1:
             row_limit = self._row_limit(base_seed)
             # One value order serves the push-down and the tree.
@@ -320,72 +379,82 @@ class Forest:
             depth_offset = self._push_down(columns[0], row_limit, value_order, column_values)
             max_depth = MAX_DEPTH
         else:
-            sub_depth = max(len(self.trees[s].levels) for s in combinations(columns, k - 1))
-            max_depth = min(63 // k, sub_depth)
+            sub_trees = [self.trees[s] for s in combinations(columns, k - 1)]
+            # combinations() of the columns in order yields the subset dropping the LAST column first.
+            sub_trees.reverse()
+            max_depth = min(63 // k, max(len(sub.levels) for sub in sub_trees))
         code_levels = MAX_DEPTH if k == 1 else max_depth
         tree = Tree(
             columns, self.low[list(columns)].copy(), self.size[list(columns)].copy(), base_seed, code_levels
         )
+        sorted_first = None
         if k == 1:
+            # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
             units = unit_positions(column_values, tree.low[0], tree.size[0])
             code = np.floor(units * 2.0**MAX_DEPTH).astype(np.uint64)
             del units
-        else:
-            code = _morton_code([self._cells(j) for j in columns], max_depth)
-        # 1-dim trees sort by value: that keeps the code order and shows singularity at segment ends.
-        if k == 1:
             order = value_order
             sorted_code = code[order]
-        else:
-            order, sorted_code = _sort_codes(code, max_depth * k)
-        sorted_first = None
-        if k == 1:
+            del code
             sorted_first = column_values[order]
             self._store_ranks(columns[0], order, sorted_first)
+        else:
+            code = _morton_code([self._cells(j) for j in columns], max_depth)
+            order, sorted_code = _sort_codes(code, max_depth * k)
+            del code
         changes = [_change_counts(self._ranks[j].take(order)) for j in columns] if k > 1 else []
-
-        entities = SortedEntities(self.entities, order, partial(_shared_levels, sorted_code, code_levels, k))
         if order.size < 2**31:
             order = order.astype(np.int32)  # node storage: half the bytes per representative row
-        layout = _SortedLayout(
-            order=order, code=sorted_code, changes=changes, sorted_first=sorted_first, entities=entities
+        return _Growing(
+            tree, sub_trees, max_depth, depth_offset, row_limit, order, sorted_code, changes, sorted_first
         )
-        del code, sorted_code
-        starts = np.zeros(1, dtype=np.int64)
-        ends = np.full(1, order.size, dtype=np.int64)
-        key = np.zeros(1, dtype=np.int32)
-        subnodes = np.zeros((1, k), dtype=np.int32) if k > 1 else np.zeros((1, 0), dtype=np.int32)
-        sub_trees = [self.trees[s] for s in combinations(columns, k - 1)] if k > 1 else []
-        # combinations() of the columns in order yields the subset dropping the LAST column first.
-        sub_trees.reverse()
-        for depth in range(max_depth + 1):
-            level = self._level(
-                tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit
-            )
-            tree.levels.append(level)
-            tree.subnodes.append(subnodes)
-            if depth == max_depth or not level.branch.any():
+
+    def _grow(self, batch: list[_Growing]) -> None:
+        """Grow the trees of `batch` (all of one size) breadth-first to their full depth, side by side.
+
+        The batch's rows lie one tree after the other in one layout (`_Rows`), so a node is a range of
+        positions in it wherever its tree is, and each level of every tree is computed at once."""
+        rows = _Rows(batch, self.entities)
+        k = rows.dims
+        trees = len(batch)
+        starts = np.arange(trees, dtype=np.int64) * self.row_count
+        ends = starts + self.row_count
+        tree_of = np.arange(trees)
+        key = np.zeros(trees, dtype=np.int64)
+        subnodes = np.zeros((trees, k if k > 1 else 0), dtype=np.int32)
+        depth = 0
+        while True:
+            level = self._level(rows, depth, starts, ends, tree_of, key, subnodes)
+            bounds = tree_of.searchsorted(np.arange(trees + 1))
+            for t in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+                nodes = slice(bounds[t], bounds[t + 1])
+                batch[t].tree.levels.append(level.part(nodes))
+                batch[t].tree.subnodes.append(subnodes[nodes])
+            split_nodes = (level.branch & (depth < rows.per_node(rows.max_depth, tree_of))).nonzero()[0]
+            if split_nodes.size == 0:
                 break
-            split_nodes = level.branch.nonzero()[0]
+            split_tree = tree_of[split_nodes]
             starts, ends, parents, child_bits = self._children_runs(
-                layout, starts[split_nodes], ends[split_nodes], split_nodes, depth, code_levels, k
+                rows, starts[split_nodes], ends[split_nodes], split_nodes, split_tree, depth
             )
             if starts.size == 0:
                 break
-            key = _narrow_keys((parents << k) | child_bits)
-            subnodes = self._child_subnodes(subnodes, parents, child_bits, sub_trees, depth + 1)
-        return tree
+            tree_of = tree_of[parents]
+            key = ((parents - bounds[tree_of]) << k) | child_bits
+            subnodes = self._child_subnodes(rows, subnodes, parents, child_bits, tree_of, depth + 1)
+            depth += 1
 
-    def _children_runs(self, layout, starts, ends, parents, depth, code_levels, k):
+    def _children_runs(self, rows, starts, ends, parents, tree_of, depth):
         """Children of the splitting nodes [starts, ends) as runs of equal next-level bits.
 
         The codes of a node's rows are sorted, so its children start at the node's start and at every
         position inside it where the code first differs from the previous one at level depth + 1
-        (`_SortedLayout.divergence`, computed once per tree): no search over the rows per level.
+        (`_Rows.divergence`, computed once per batch): no search over the rows per level.
         Children with fewer rows than the hard LCF floor are dropped too: every threshold calls them
         low, so they could neither split nor yield a bucket (a missing node means the same).
         """
-        boundaries = layout.divergence(code_levels, k, depth + 1)
+        k = rows.dims
+        boundaries = rows.divergence(depth + 1)
         node = starts.searchsorted(boundaries, side="right") - 1
         inside = node >= 0
         inside[inside] = boundaries[inside] < ends[node[inside]]
@@ -406,50 +475,55 @@ class Forest:
         last_child[:-1] = first_child[1:] - 1
         last_child[-1] = total - 1
         child_end[last_child] = ends
-        shift = np.uint64((code_levels - 1 - depth) * k)
-        bits = ((layout.code[child_start] >> shift) & np.uint64((1 << k) - 1)).astype(np.int64)
+        code_levels = rows.per_node(rows.code_levels, tree_of[child_parent])
+        shift = ((code_levels - 1 - depth) * k).astype(np.uint64)
+        bits = ((rows.code[child_start] >> shift) & np.uint64((1 << k) - 1)).astype(np.int64)
         keep = (child_end - child_start) >= self.anonymizer.params.low_count_params.low_threshold
         return child_start[keep], child_end[keep], parents[child_parent[keep]], bits[keep]
 
-    def _level(self, tree, depth, layout, starts, ends, key, subnodes, sub_trees, depth_offset, row_limit):
-        k = tree.dims
+    def _level(self, rows, depth, starts, ends, tree_of, key, subnodes) -> TreeLevel:
+        """One depth of every tree of the batch (nodes in position order, keys local to their tree)."""
+        k = rows.dims
         n = starts.size
         last = ends - 1
         if k == 1:
-            singular_dims = (layout.sorted_first[starts] == layout.sorted_first[last]).astype(np.uint32)
+            singular_dims = (rows.sorted_first[starts] == rows.sorted_first[last]).astype(np.uint32)
         else:
             singular_dims = np.zeros(n, dtype=np.uint32)
-            for j, changes in enumerate(layout.changes):
+            for j, changes in enumerate(rows.changes):
                 same = changes[last] == changes[starts]
                 singular_dims |= same.astype(np.uint32) << np.uint32(j)
         singular = singular_dims == np.uint32((1 << k) - 1)
-        rep_row = layout.order[starts]
+        rep_row = rows.order[starts]
         # Bucket labels: the node's cell (depth + interleaved cell bits) or, for singularities, the point.
-        cell_bits = cell_prefix(layout.code[starts], depth, tree.code_levels, k)
-        seeds = mix64(cell_bits ^ np.uint64(tree.base_seed) ^ (np.uint64(depth + 1) << np.uint64(57)))
+        code_levels = rows.per_node(rows.code_levels, tree_of)
+        cell_bits = cell_prefix(rows.code[starts], depth, code_levels, k)
+        base_seed = rows.per_node(rows.base_seed, tree_of)
+        seeds = mix64(cell_bits ^ base_seed ^ (np.uint64(depth + 1) << np.uint64(57)))
         if singular.any():
             nodes = singular.nonzero()[0]
-            point_seed = np.full(nodes.size, np.uint64(tree.base_seed), dtype=np.uint64)
-            for j, column in enumerate(tree.columns):
-                point_seed ^= hash_floats(self.values_at(rep_row[nodes], (column,))[:, 0], j)
+            point_seed = np.zeros(nodes.size, dtype=np.uint64)
+            point_seed ^= rows.per_node(rows.base_seed, tree_of[nodes])
+            for j in range(k):
+                columns = rows.per_node(rows.columns[:, j], tree_of[nodes])
+                point_seed ^= hash_floats(self._values_in(rep_row[nodes], columns), j)
             seeds[nodes] = point_seed
-        counts = self.anonymizer.count_ranges(layout.entities, starts, ends, seeds, depth)
+        counts = self.anonymizer.count_ranges(rows.entities, starts, ends, seeds, depth)
         if k > 1:
             stub = np.ones(n, dtype=bool)
-            for i, sub_tree in enumerate(sub_trees):
+            for i in range(k):
+                blocked, offsets = rows.sub_blocked(i, depth)
+                if blocked is None:
+                    continue
                 index = subnodes[:, i]
                 present = index >= 0
-                if depth >= len(sub_tree.levels):
-                    continue
-                sub_level = sub_tree.levels[depth]
-                safe = np.where(present, index, 0)
-                fails = np.where(
-                    sub_level.singular[safe], sub_level.singularity_low[safe], sub_level.range_low[safe]
-                )
-                stub &= ~present | sub_level.stub[safe] | fails
+                safe = np.where(present, index + rows.per_node(offsets, tree_of), 0)
+                stub &= ~present | blocked[safe]
             precise_enough = np.ones(n, dtype=bool)
         else:
             stub = np.zeros(n, dtype=bool)
+            depth_offset = rows.per_node(rows.depth_offset, tree_of)
+            row_limit = rows.per_node(rows.row_limit, tree_of)
             precise_enough = (depth + depth_offset <= self.bucketization.precision_limit_depth_threshold) | (
                 counts.row_count >= row_limit
             )
@@ -465,26 +539,39 @@ class Forest:
             stub=stub,
             branch=branch,
             noisy_count=counts.noisy_count.astype(np.int32),
+            counts_as_stub=stub | np.where(singular, counts.singularity_low, counts.range_low),
         )
 
+    def _values_in(self, rows: np.ndarray, columns: np.ndarray | int) -> np.ndarray:
+        """The float value of each of `rows` in its column (one column for all, or one per row)."""
+        if np.ndim(columns) == 0:
+            return self.values_at(rows, (int(columns),))[:, 0]
+        values = np.empty(rows.size)
+        for column in np.unique(columns).tolist():
+            at = columns == column
+            values[at] = self.values_at(rows[at], (column,))[:, 0]
+        return values
+
     @staticmethod
-    def _child_subnodes(parent_subnodes, parents, child_bits, sub_trees, depth) -> np.ndarray:
-        k = len(sub_trees)
+    def _child_subnodes(rows, parent_subnodes, parents, child_bits, tree_of, depth) -> np.ndarray:
+        k = rows.sub_dims
         result = np.full((parents.size, k), -1, dtype=np.int32)
-        for i, sub_tree in enumerate(sub_trees):
-            if depth >= len(sub_tree.levels):
+        for i in range(k):
+            keys, offsets = rows.sub_keys(i, depth)
+            if keys is None or keys.size == 0:
                 continue
             parent_sub = parent_subnodes[parents, i].astype(np.int64)
             dropped = k - 1 - i  # bit position of dimension i in the child bits
             sub_bits = ((child_bits >> (dropped + 1)) << dropped) | (child_bits & ((1 << dropped) - 1))
             target = (parent_sub << (k - 1)) | sub_bits
-            keys = sub_tree.levels[depth].key
-            if keys.size == 0:
-                continue
-            if keys.dtype == np.int32 and (target.size == 0 or target.max() < 2**31):
+            if offsets is not None:
+                target |= tree_of << _TREE_KEY_SHIFT  # the batch's keys carry their tree above the key
+            elif keys.dtype == np.int32 and (target.size == 0 or target.max() < 2**31):
                 target = target.astype(np.int32)  # a search in keys of another dtype would copy them
             found = np.minimum(keys.searchsorted(target), keys.size - 1)
             ok = (parent_sub >= 0) & (keys[found] == target)
+            if offsets is not None:
+                found = found - offsets[tree_of]
             result[:, i] = np.where(ok, found, -1)
         return result
 
@@ -543,31 +630,117 @@ class Forest:
 
 
 @dataclass
-class _SortedLayout:
-    """One tree's rows in code order, with prefix counts that make every node a pair of lookups."""
+class _Growing:
+    """A tree under construction: its rows in code order and its depth limits."""
 
+    tree: Tree
+    sub_trees: list[Tree]  # the (k-1)-dim trees, by the dimension they drop
+    max_depth: int
+    depth_offset: int  # 1-dim: levels the root was pushed down
+    row_limit: int  # 1-dim: the precision limit's row count
     order: np.ndarray  # input row index per sorted position
     code: np.ndarray  # uint64 interleaved cell bits, non-decreasing
     changes: list[np.ndarray]  # per dimension: number of value changes up to each position
     sorted_first: np.ndarray | None  # 1-dim trees: the sorted values themselves
-    entities: SortedEntities
-    _divergence: tuple[np.ndarray, np.ndarray] | None = None
 
-    def divergence(self, code_levels: int, k: int, level: int) -> np.ndarray:
-        """Sorted positions i whose code first differs from code[i - 1] at `level` (1-based).
+
+class _Rows:
+    """The rows of a batch of trees of one size in code order, one tree after the other: a node of
+    tree t is a range of positions in [t * rows, (t + 1) * rows), and prefix counts make every node a
+    pair of lookups. Per-tree constants are looked up per node (`per_node`); a batch of one tree holds
+    its arrays as they are (no copies) and its constants as scalars."""
+
+    def __init__(self, batch: list[_Growing], entities: Entities):
+        self.single = len(batch) == 1
+        first = batch[0]
+        self.dims = first.tree.dims
+        self.sub_dims = len(first.sub_trees)  # dims, or none for 1-dim trees
+        self.order = _joined([growing.order for growing in batch])
+        self.code = _joined([growing.code for growing in batch])
+        self.changes = [_joined([growing.changes[j] for growing in batch]) for j in range(len(first.changes))]
+        self.sorted_first = None if first.sorted_first is None else _joined([g.sorted_first for g in batch])
+        self.columns = np.array([growing.tree.columns for growing in batch], dtype=np.int64)
+        self.base_seed = np.array([growing.tree.base_seed for growing in batch], dtype=np.uint64)
+        self.code_levels = np.array([growing.tree.code_levels for growing in batch], dtype=np.int64)
+        self.max_depth = np.array([growing.max_depth for growing in batch], dtype=np.int64)
+        self.depth_offset = np.array([growing.depth_offset for growing in batch], dtype=np.int64)
+        self.row_limit = np.array([growing.row_limit for growing in batch], dtype=np.int64)
+        self._sub_trees = [growing.sub_trees for growing in batch]
+        if self.single:
+            shared_levels = partial(_shared_levels, first.code, first.tree.code_levels, self.dims)
+            self.entities = SortedEntities(entities, self.order, shared_levels)
+        else:
+            # Implicit entities only: a range's seed is the XOR of its rows' hashes, which one prefix
+            # over all the batch's rows gives as well as one per tree.
+            self.entities = SortedEntities(entities, self.order)
+        self._divergence = self._divergence_index(batch)
+
+    def per_node(self, values: np.ndarray, tree_of: np.ndarray):
+        """Each node's value of a per-tree constant (a scalar for a batch of one tree)."""
+        return values[0] if self.single else values[tree_of]
+
+    def divergence(self, level: int) -> np.ndarray:
+        """Positions i whose code first differs from code[i - 1] (same tree) at `level` (1-based), sorted.
 
         Rows i - 1 and i share the nodes of every depth below that level and are split into different
-        nodes at it. Computed once per tree: the highest differing bit of neighbouring codes gives the
+        nodes at it. Computed once per batch: the highest differing bit of neighbouring codes gives the
         level; positions are grouped by level with one stable (radix) sort of the small level numbers.
         """
-        if self._divergence is None:
-            levels = _first_difference_levels(self.code[1:] ^ self.code[:-1], code_levels, k)
-            positions = np.argsort(levels, kind="stable") + 1
-            offsets = np.zeros(code_levels + 3, dtype=np.int64)
-            np.cumsum(np.bincount(levels, minlength=code_levels + 2), out=offsets[1:])
-            self._divergence = (positions, offsets)
         positions, offsets = self._divergence
+        if level + 1 >= offsets.size:
+            return positions[:0]
         return positions[offsets[level] : offsets[level + 1]]
+
+    def _divergence_index(self, batch: list[_Growing]) -> tuple[np.ndarray, np.ndarray]:
+        top = int(self.code_levels.max())
+        parts = []
+        for growing in batch:
+            code, code_levels = growing.code, growing.tree.code_levels
+            levels = _first_difference_levels(code[1:] ^ code[:-1], code_levels, self.dims)
+            if code_levels < top:  # equal codes stay past every level of the batch
+                levels[levels == code_levels + 1] = top + 1
+            parts.append(levels)
+        levels = _joined(parts)
+        positions = np.argsort(levels, kind="stable")
+        # Tree t's neighbours t * (rows - 1) + i - 1 are its positions t * rows + i, i = 1 .. rows - 1.
+        positions += 1 if self.single else positions // (batch[0].code.size - 1) + 1
+        offsets = np.zeros(top + 3, dtype=np.int64)
+        np.cumsum(np.bincount(levels, minlength=top + 2), out=offsets[1:])
+        return positions, offsets
+
+    def sub_blocked(self, i: int, depth: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Per node at `depth` of the sub-trees dropping dimension i: whether it keeps a node over it
+        from splitting (a stub, or low for its kind), joined over the batch, with each tree's offset."""
+        parts = [self._sub_level(sub_trees[i], depth, "counts_as_stub") for sub_trees in self._sub_trees]
+        if all(part.size == 0 for part in parts):
+            return None, None
+        return _joined(parts), _offsets(parts)
+
+    def sub_keys(self, i: int, depth: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The keys of the nodes at `depth` of the sub-trees dropping dimension i, with each tree's
+        offset; joined over a batch as (tree << _TREE_KEY_SHIFT) | key, which keeps them sorted."""
+        parts = [self._sub_level(sub_trees[i], depth, "key") for sub_trees in self._sub_trees]
+        if self.single:
+            return (parts[0], None) if parts[0].size else (None, None)
+        keys = np.concatenate(parts, dtype=np.int64)
+        sizes = [part.size for part in parts]
+        keys |= np.repeat(np.arange(len(parts), dtype=np.int64) << _TREE_KEY_SHIFT, sizes)
+        return keys, _offsets(parts)
+
+    @staticmethod
+    def _sub_level(sub: Tree, depth: int, name: str) -> np.ndarray:
+        values = getattr(sub.levels[min(depth, len(sub.levels) - 1)], name)
+        return values if depth < len(sub.levels) else values[:0]
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+
+def _offsets(parts: list[np.ndarray]) -> np.ndarray:
+    offsets = np.zeros(len(parts), dtype=np.int64)
+    np.cumsum([part.size for part in parts[:-1]], out=offsets[1:])
+    return offsets
 
 
 def _first_difference_levels(differ: np.ndarray, code_levels: int, k: int) -> np.ndarray:

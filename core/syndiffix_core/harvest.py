@@ -158,6 +158,8 @@ class Harvester:
         map_in_threads(self.column_bounds, columns, threads)
         for size in range(2, len(columns) + 1):
             subsets = list(combinations(columns, size))
+            if threads <= 1:
+                self.forest.build(subsets)
             pools = map_in_threads(self.pool, subsets, threads)
             refined = [subset for subset, pool in zip(subsets, pools, strict=True) if pool.placeholder.any()]
             drops = [(subset, drop) for subset in refined for drop in range(size)]

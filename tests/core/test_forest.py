@@ -1,9 +1,11 @@
+from itertools import combinations
+
 import numpy as np
 import pytest
 
 from syndiffix_core import forest as forest_module
 from syndiffix_core.anonymizer import CountAnonymizer, Entities
-from syndiffix_core.forest import Forest, null_mapping, snap_range
+from syndiffix_core.forest import Forest, TreeLevel, null_mapping, snap_range
 from syndiffix_core.noise import Salt
 from syndiffix_core.params import AnonymizationParams, BucketizationParams
 
@@ -198,30 +200,92 @@ def test_spread_table_spreads_each_bit_of_a_chunk_with_stride_k(k, shift):
     np.testing.assert_array_equal(_spread_table(k, shift), expected)
 
 
-def test_divergence_finds_where_neighbouring_codes_part_at_each_level():
-    from syndiffix_core.anonymizer import SortedEntities
-    from syndiffix_core.forest import _SortedLayout
+def _growing(code, code_levels, k, columns):
+    from syndiffix_core.forest import Tree, _Growing
+
+    tree = Tree(columns, np.zeros(k), np.ones(k), 7, code_levels)
+    order = np.arange(code.size, dtype=np.int32)
+    return _Growing(tree, [], code_levels, 0, 0, order, code, [], None)
+
+
+def test_divergence_finds_where_neighbouring_codes_part_at_each_level_of_every_tree_of_a_batch():
+    from syndiffix_core.forest import _Rows
 
     rng = np.random.default_rng(1)
-    k, code_levels = 2, 31
-    code = np.sort(
-        rng.integers(0, 1 << 62, 3000, dtype=np.uint64) >> rng.integers(0, 60, 3000).astype(np.uint64)
-    )
-    layout = _SortedLayout(
-        order=np.arange(code.size),
-        code=code,
-        changes=[],
-        sorted_first=None,
-        entities=SortedEntities(
-            Entities((np.arange(1, code.size + 1, dtype=np.uint64),), None, None), np.arange(code.size)
-        ),
-    )
-    for level in range(1, code_levels + 1):
-        shift = np.uint64((code_levels - level) * k)
-        prefix = code >> shift
-        above = code >> (shift + np.uint64(k))
-        expected = np.flatnonzero((prefix[1:] != prefix[:-1]) & (above[1:] == above[:-1])) + 1
-        assert np.array_equal(np.sort(layout.divergence(code_levels, k, level)), expected), level
+    k, n = 2, 3000
+    codes, expected_by_tree = [], []
+    for code_levels in (31, 12):  # a batch's trees may hold different numbers of levels
+        bits = code_levels * k
+        code = np.sort(
+            rng.integers(0, 1 << bits, n, dtype=np.uint64) >> rng.integers(0, bits, n).astype(np.uint64)
+        )
+        codes.append((code, code_levels))
+        expected = {}
+        for level in range(1, code_levels + 1):
+            shift = np.uint64((code_levels - level) * k)
+            prefix, above = code >> shift, code >> (shift + np.uint64(k))
+            expected[level] = np.flatnonzero((prefix[1:] != prefix[:-1]) & (above[1:] == above[:-1])) + 1
+        expected_by_tree.append(expected)
+    entities = Entities((np.arange(1, 2 * n + 1, dtype=np.uint64),), None, None)
+    batch = [_growing(code, levels, k, (t, t + 2)) for t, (code, levels) in enumerate(codes)]
+    rows = _Rows(batch, entities)
+    alone = _Rows(batch[:1], entities)
+    for level in range(1, 32):
+        wanted = [expected_by_tree[t].get(level, np.zeros(0, np.int64)) + t * n for t in range(2)]
+        assert np.array_equal(rows.divergence(level), np.concatenate(wanted)), level
+        assert np.array_equal(alone.divergence(level), wanted[0]), level
+
+
+def _aid_forest(matrix, salt="s"):
+    """A forest whose rows belong to entities of two AID columns (some rows with a null AID)."""
+    matrix = np.asarray(matrix, dtype=np.float64)
+    n = matrix.shape[0]
+    secret = Salt.from_secret(salt)
+    rng = np.random.default_rng(4)
+    ids, hashes, entity_hashes = [], [], []
+    for entity_count in (n // 4, n // 10):
+        column_ids = rng.integers(0, entity_count, n)
+        column_ids[rng.random(n) < 0.05] = -1
+        table = secret.hash_rows(np.arange(1, entity_count + 1, dtype=np.uint64))
+        ids.append(column_ids)
+        entity_hashes.append(table)
+        hashes.append(np.where(column_ids >= 0, table[column_ids], np.uint64(0)))
+    entities = Entities(tuple(hashes), tuple(ids), tuple(entity_hashes))
+    bucketization = BucketizationParams()
+    anonymizer = CountAnonymizer(AnonymizationParams(), bucketization, secret)
+    names = [f"c{j}" for j in range(matrix.shape[1])]
+    return Forest(matrix, names, entities, anonymizer, bucketization, secret)
+
+
+@pytest.mark.parametrize("aid", [False, True])
+def test_trees_grown_side_by_side_are_the_trees_grown_one_by_one(aid, monkeypatch):
+    rng = np.random.default_rng(8)
+    n = 4000
+    x = rng.normal(size=n)
+    matrix = np.c_[
+        x,
+        np.round(2 * x + rng.normal(size=n) * 0.3, 2),
+        rng.integers(0, 3, n),  # a shallow 1-dim tree: pairs with it hold fewer levels
+        rng.lognormal(2, 1, n).round(1),
+        np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 40, n)),
+    ]
+    make = _aid_forest if aid else make_forest
+    batched, alone = make(matrix), make(matrix)
+    sets = {size: list(combinations(range(matrix.shape[1]), size)) for size in (2, 3, 4)}
+    for size in (2, 3, 4):
+        batched.build(sets[size])
+    assert len({batched.trees[c].code_levels for c in sets[2]}) > 1, "the batch mixes depth limits"
+    monkeypatch.setattr(forest_module, "BATCHED_TREE_POSITIONS", 1)
+    for size in (2, 3, 4):
+        alone.build(sets[size])
+    for columns in [c for size in (2, 3, 4) for c in sets[size]]:
+        one, other = batched.trees[columns], alone.trees[columns]
+        assert len(one.levels) == len(other.levels), columns
+        for depth, (level, expected) in enumerate(zip(one.levels, other.levels, strict=True)):
+            for name in TreeLevel.__dataclass_fields__:
+                got, want = getattr(level, name), getattr(expected, name)
+                assert got.dtype == want.dtype and np.array_equal(got, want), (columns, depth, name)
+            np.testing.assert_array_equal(one.subnodes[depth], other.subnodes[depth])
 
 
 def test_the_forest_keeps_ranks_in_the_narrowest_dtype_and_gives_back_the_exact_values():
