@@ -168,21 +168,27 @@ class Tree:
         """(depth, node indices) of the nodes that did not split, per depth (e.g. for 1-dim entropy)."""
         return [(depth, np.flatnonzero(~level.branch)) for depth, level in enumerate(self.levels)]
 
-    def cells(self, depth: int, values: np.ndarray) -> np.ndarray:
-        """Cell coordinates (as floats) of rows `values` (n, k) at `depth`."""
-        units = unit_positions(values, self.low[None, :], self.size[None, :])
-        return np.floor(units * 2.0**depth)
-
     def node_ranges(self, forest: Forest, depth: int, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Bucket ranges (low, high) of shape (n, k): snapped cell, or the point where singular."""
         level = self.levels[depth]
-        values = forest.values_at(level.rep_row[nodes], self.columns)
-        width = self.size / 2.0**depth
-        low = self.low[None, :] + self.cells(depth, values) * width[None, :]
+        return self.ranges_of(forest, depth, level.rep_row[nodes], level.singular_dims[nodes])
+
+    def ranges_of(
+        self, forest: Forest, depth: int | np.ndarray, rep_rows: np.ndarray, singular_dims: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`node_ranges` of nodes given by their representative rows and singular dimensions, at one
+        `depth` or at one depth per node."""
+        values = forest.values_at(rep_rows, self.columns)
+        scale = np.ldexp(1.0, np.asarray(depth, dtype=np.int64))[..., None]  # 2^depth, (1,) or (n, 1)
+        width = self.size[None, :] / scale
+        low = (
+            self.low[None, :]
+            + np.floor(unit_positions(values, self.low[None, :], self.size[None, :]) * scale) * width
+        )
         # A deep edge cell (rows clamped into it keep it splitting) can be narrower than float64
         # resolves; it must not turn into a point, which would read as a singular (exact) value.
-        high = np.maximum(low + width[None, :], np.nextafter(low, np.inf))
-        singular = (level.singular_dims[nodes, None] >> np.arange(self.dims, dtype=np.uint32)[None, :]) & 1
+        high = np.maximum(low + width, np.nextafter(low, np.inf))
+        singular = (singular_dims[:, None] >> np.arange(self.dims, dtype=np.uint32)[None, :]) & 1
         singular = singular.astype(bool)
         low = np.where(singular, values, low)
         high = np.where(singular, values, high)
@@ -348,13 +354,16 @@ class Forest:
             for sub in combinations(columns, len(columns) - 1):
                 if sub:
                     self.tree(sub)
-        together = max(1, BATCHED_TREE_POSITIONS // self.row_count)
-        if not self.entities.implicit and self.row_count > BATCHED_AID_ROWS:
-            together = 1
+        together = self.side_by_side if self.entities.implicit or self.row_count <= BATCHED_AID_ROWS else 1
         for first in range(0, len(missing), together):
             batch = [self._start(columns) for columns in missing[first : first + together]]
             self._grow(batch)
             self.trees.update((growing.tree.columns, growing.tree) for growing in batch)
+
+    @property
+    def side_by_side(self) -> int:
+        """How many trees of one size grow (or are harvested) side by side (BATCHED_TREE_POSITIONS)."""
+        return max(1, BATCHED_TREE_POSITIONS // self.row_count)
 
     def _build(self, columns: tuple[int, ...], column_values: np.ndarray | None = None) -> Tree:
         """The tree over `columns`; a 1-dim tree reads `column_values` (the column's floats, nulls
@@ -655,10 +664,14 @@ class _Rows:
         first = batch[0]
         self.dims = first.tree.dims
         self.sub_dims = len(first.sub_trees)  # dims, or none for 1-dim trees
-        self.order = _joined([growing.order for growing in batch])
-        self.code = _joined([growing.code for growing in batch])
-        self.changes = [_joined([growing.changes[j] for growing in batch]) for j in range(len(first.changes))]
-        self.sorted_first = None if first.sorted_first is None else _joined([g.sorted_first for g in batch])
+        self.order = join_arrays([growing.order for growing in batch])
+        self.code = join_arrays([growing.code for growing in batch])
+        self.changes = [
+            join_arrays([growing.changes[j] for growing in batch]) for j in range(len(first.changes))
+        ]
+        self.sorted_first = (
+            None if first.sorted_first is None else join_arrays([g.sorted_first for g in batch])
+        )
         self.columns = np.array([growing.tree.columns for growing in batch], dtype=np.int64)
         self.base_seed = np.array([growing.tree.base_seed for growing in batch], dtype=np.uint64)
         self.code_levels = np.array([growing.tree.code_levels for growing in batch], dtype=np.int64)
@@ -700,7 +713,7 @@ class _Rows:
             if code_levels < top:  # equal codes stay past every level of the batch
                 levels[levels == code_levels + 1] = top + 1
             parts.append(levels)
-        levels = _joined(parts)
+        levels = join_arrays(parts)
         positions = np.argsort(levels, kind="stable")
         # Tree t's neighbours t * (rows - 1) + i - 1 are its positions t * rows + i, i = 1 .. rows - 1.
         positions += 1 if self.single else positions // (batch[0].code.size - 1) + 1
@@ -714,7 +727,7 @@ class _Rows:
         parts = [self._sub_level(sub_trees[i], depth, "counts_as_stub") for sub_trees in self._sub_trees]
         if all(part.size == 0 for part in parts):
             return None, None
-        return _joined(parts), _offsets(parts)
+        return join_arrays(parts), _offsets(parts)
 
     def sub_keys(self, i: int, depth: int) -> tuple[np.ndarray | None, np.ndarray | None]:
         """The keys of the nodes at `depth` of the sub-trees dropping dimension i, with each tree's
@@ -733,7 +746,8 @@ class _Rows:
         return values if depth < len(sub.levels) else values[:0]
 
 
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+def join_arrays(arrays: list[np.ndarray]) -> np.ndarray:
+    """The arrays one after the other (a single array as it is, not copied)."""
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 

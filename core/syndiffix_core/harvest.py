@@ -1,6 +1,7 @@
 """Bucket harvesting and refinement: a tree's nodes -> buckets (ranges + noisy counts).
 
-The traversal is the seed's bottom-up harvest, run one level at a time for all nodes of the level:
+The traversal is the seed's bottom-up harvest, run one level at a time for all nodes of the level
+(in small tables, of all trees of one size at once, as the forest builds them):
 buckets carried up from depth d+1 are re-owned by their parents, then per node of depth d
 - a leaf failing LCF yields nothing; a singular or 1-dim leaf yields its own bucket; a multi-dim
   leaf yields `noisy count` refined buckets;
@@ -25,7 +26,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .forest import Forest, Tree
+from .forest import Forest, Tree, join_arrays
 from .refinement import RefinementDraws
 from .threads import map_in_threads
 
@@ -67,15 +68,6 @@ class Buckets:
 def _empty(k: int) -> Buckets:
     none = np.zeros(0, np.int64)
     return Buckets(np.zeros((0, k)), np.zeros((0, k)), none, none, none, np.zeros((0, k), np.int32))
-
-
-def _concat(parts: list[Buckets]) -> Buckets:
-    def field(name):
-        return np.concatenate([getattr(p, name) for p in parts])
-
-    return Buckets(
-        field("low"), field("high"), field("count"), field("origin"), field("depth"), field("subnodes")
-    )
 
 
 @dataclass
@@ -160,6 +152,7 @@ class Harvester:
             subsets = list(combinations(columns, size))
             if threads <= 1:
                 self.forest.build(subsets)
+                self._harvest_side_by_side(subsets)
             pools = map_in_threads(self.pool, subsets, threads)
             refined = [subset for subset, pool in zip(subsets, pools, strict=True) if pool.placeholder.any()]
             drops = [(subset, drop) for subset in refined for drop in range(size)]
@@ -191,6 +184,18 @@ class Harvester:
                 self._pools[columns] = self._harvest(tree)
             pool = self._pools[columns]
         return pool
+
+    def _harvest_side_by_side(self, subsets: list[tuple[int, ...]]) -> None:
+        """The missing pools of `subsets` (of one size), harvested `forest.side_by_side` at a time."""
+        missing = [columns for columns in subsets if columns not in self._pools]
+        trees = [self.forest.tree(columns) for columns in missing]
+        trees = [self.forest.rebuilt(tree.columns) if tree.subnodes is None else tree for tree in trees]
+        together = self.forest.side_by_side
+        for first in range(0, len(trees), together):
+            batch = trees[first : first + together]
+            self._pools.update(
+                zip(missing[first : first + together], self._harvest_trees(batch), strict=True)
+            )
 
     def harvest(self, columns: tuple[int, ...], after_draws: Callable[[], None] | None = None) -> Buckets:
         """Concrete buckets of the tree over `columns`: placeholders become count-1 refined buckets.
@@ -295,19 +300,25 @@ class Harvester:
         return np.where(known, np.clip(np.maximum(target - emitted, 0.0) / drawn, 0.0, 1.0), 1.0)
 
     def _harvest(self, tree: Tree) -> Buckets:
-        # Buckets are created once (stored in `parts`); what travels up the levels is only
-        # (bucket id, owner node, real-valued count).
-        k = tree.dims
-        preorder = self.preorder(tree.columns)
-        parts: list[Buckets] = []
-        created = 0
+        return self._harvest_trees([tree])[0]
+
+    def _harvest_trees(self, trees: list[Tree]) -> list[Buckets]:
+        """The pools of `trees` (all of one size), harvested level by level for all of them at once.
+
+        Buckets are only noted where they arise (`_Born`); what travels up the levels is (bucket id,
+        owner node, real-valued count), and each tree's surviving buckets get their ranges at the end.
+        Every count is computed per node or per bucket in the order of one tree alone, so a tree's
+        pool is the same whichever trees it is harvested with."""
+        k = trees[0].dims
+        levels = _JoinedLevels(trees, [self.preorder(tree.columns) for tree in trees])
+        born = _Born()
         bucket_id = np.zeros(0, dtype=np.int64)
         owner = np.zeros(0, dtype=np.int64)
         count = np.zeros(0)
-        for depth in range(len(tree.levels) - 1, -1, -1):
-            level = tree.levels[depth]
-            if depth + 1 < len(tree.levels):
-                owner = tree.levels[depth + 1].key[owner] >> k
+        for depth in range(levels.depths - 1, -1, -1):
+            level = levels.at(depth)
+            if depth + 1 < levels.depths:
+                owner = levels.parents(depth + 1, owner)
             noisy = level.noisy_count
             child_total = np.bincount(owner, weights=count, minlength=level.size)
             collapse = level.branch & (2 * child_total < noisy)
@@ -326,35 +337,40 @@ class Harvester:
                 own_bucket &= level.singular
             nodes = np.flatnonzero(own_bucket | (refine > 0))
             if nodes.size:
-                low, high = tree.node_ranges(self.forest, depth, nodes)
-                if k > 1:
-                    self._clip_to_bounds(tree.columns, low, high)
                 lazy = refine[nodes] > 0
-                parts.append(
-                    Buckets(
-                        low,
-                        high,
-                        noisy[nodes],
-                        preorder.number[depth][nodes],
-                        np.where(lazy, depth, -1).astype(np.int8),
-                        np.where(lazy[:, None], tree.subnodes[depth][nodes], -1).astype(np.int32),
-                    )
-                )
-                bucket_id = np.concatenate([bucket_id, np.arange(created, created + nodes.size)])
+                bucket_id = np.concatenate([bucket_id, born.note(level, depth, nodes, lazy)])
                 owner = np.concatenate([owner, nodes])
                 count = np.concatenate([count, np.where(lazy, refine[nodes], noisy[nodes])])
-                created += nodes.size
-        if k > 1:
-            tree.subnodes = None
-        if not parts:
-            return _empty(k)
-        store = _concat(parts)
-        order = np.argsort(store.origin[bucket_id], kind="stable")
+        born.join()
+        pools = []
+        for t, tree in enumerate(trees):  # after depth 0, each tree's buckets are owned by its root, t
+            mine = np.flatnonzero(owner == t) if len(trees) > 1 else slice(None)
+            pools.append(self._tree_pool(tree, born, bucket_id[mine], count[mine]))
+            if k > 1:
+                tree.subnodes = None
+        return pools
+
+    def _tree_pool(self, tree: Tree, born: _Born, bucket_id: np.ndarray, count: np.ndarray) -> Buckets:
+        """One tree's buckets sorted by origin, counts rounded (fractions carried), zero counts gone."""
+        if bucket_id.size == 0:
+            return _empty(tree.dims)
+        order = np.argsort(born.origin[bucket_id], kind="stable")
         rounded = _round_carrying(count[order])
         keep = rounded > 0
-        result = store._take(bucket_id[order][keep])
-        result.count = rounded[keep]
-        return result
+        ids = bucket_id[order][keep]
+        depth = born.depth[ids]
+        low, high = tree.ranges_of(self.forest, depth, born.rep_row[ids], born.singular_dims[ids])
+        if tree.dims > 1:
+            self._clip_to_bounds(tree.columns, low, high)
+        lazy = born.lazy[ids]
+        return Buckets(
+            low,
+            high,
+            rounded[keep],
+            born.origin[ids],
+            np.where(lazy, depth, -1).astype(np.int8),
+            np.where(lazy[:, None], born.subnodes[ids], -1).astype(np.int32),
+        )
 
     def column_bounds(self, column: int) -> np.ndarray:
         """The column's anonymized range as its two edge buckets of the 1-dim harvest, nulls left out:
@@ -433,6 +449,83 @@ class Harvester:
         if columns not in self._cumulative_cache:
             self._cumulative_cache[columns] = np.r_[0, np.cumsum(self.pool(columns).count)].astype(np.float64)
         return self._cumulative_cache[columns]
+
+
+class _JoinedLevels:
+    """The levels of several trees of one size, depth by depth, one tree's nodes after the other's
+    (a batch of one tree reads its own arrays)."""
+
+    def __init__(self, trees: list[Tree], preorders: list[Preorder]):
+        self.trees = trees
+        self.preorders = preorders
+        self.depths = max(len(tree.levels) for tree in trees)
+        self.k = trees[0].dims
+        self._at: dict[int, _JoinedLevel] = {}
+
+    def at(self, depth: int) -> _JoinedLevel:
+        if depth not in self._at:
+            self._at[depth] = _JoinedLevel(self.trees, self.preorders, depth)
+        return self._at[depth]
+
+    def parents(self, depth: int, nodes: np.ndarray) -> np.ndarray:
+        """The parents (at depth - 1) of nodes at `depth`, as joined indices."""
+        level, above = self.at(depth), self.at(depth - 1)
+        parents = level.key[nodes] >> self.k
+        if len(self.trees) > 1:
+            parents = parents + above.offsets[level.tree_of[nodes]]
+        self._at.pop(depth)  # each depth is read on the way up only
+        return parents
+
+
+class _JoinedLevel:
+    """One depth of several trees: the fields the harvest reads, joined, and each tree's offset."""
+
+    def __init__(self, trees: list[Tree], preorders: list[Preorder], depth: int):
+        present = [(t, tree) for t, tree in enumerate(trees) if depth < len(tree.levels)]
+        levels = [tree.levels[depth] for _, tree in present]
+        sizes = np.zeros(len(trees), dtype=np.int64)
+        sizes[[t for t, _ in present]] = [level.size for level in levels]
+        self.offsets = np.zeros(len(trees), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=self.offsets[1:])
+        self.tree_of = np.repeat(np.arange(len(trees)), sizes) if len(trees) > 1 else None
+        for name in ("key", "noisy_count", "branch", "lcf_low", "singular", "rep_row", "singular_dims"):
+            setattr(self, name, join_arrays([getattr(level, name) for level in levels]))
+        self.origin = join_arrays([preorders[t].number[depth] for t, _ in present])
+        self.subnodes = join_arrays([tree.subnodes[depth] for _, tree in present])
+
+    @property
+    def size(self) -> int:
+        return self.key.size
+
+
+class _Born:
+    """Where the buckets of a harvest arose, in the order they did (a bucket's id is its number)."""
+
+    def __init__(self):
+        self.parts: list[tuple] = []
+        self.created = 0
+
+    def note(self, level: _JoinedLevel, depth: int, nodes: np.ndarray, lazy: np.ndarray) -> np.ndarray:
+        """Note the buckets of `nodes` (placeholders where `lazy`); their ids."""
+        self.parts.append(
+            (
+                np.full(nodes.size, depth, dtype=np.int8),
+                level.rep_row[nodes],
+                level.singular_dims[nodes],
+                level.origin[nodes],
+                lazy,
+                level.subnodes[nodes],
+            )
+        )
+        ids = np.arange(self.created, self.created + nodes.size)
+        self.created += nodes.size
+        return ids
+
+    def join(self) -> None:
+        fields = list(zip(*self.parts, strict=True)) if self.parts else [[np.zeros(0)]] * 6
+        joined = [np.concatenate(parts) for parts in fields]
+        self.depth, self.rep_row, self.singular_dims, self.origin, self.lazy, self.subnodes = joined
+        self.parts = []
 
 
 def _narrow(positions: np.ndarray) -> np.ndarray:

@@ -111,3 +111,35 @@ def test_refinement_prepared_up_front_holds_two_tree_sizes_and_draws_the_same_ro
     prepared = harvester.harvest((0, 1, 2, 3))
     for name in ("low", "high", "count", "origin"):
         np.testing.assert_array_equal(getattr(prepared, name), getattr(lazy, name))
+
+
+def test_pools_harvested_side_by_side_are_the_pools_harvested_one_by_one(monkeypatch):
+    from itertools import combinations
+
+    from syndiffix_core import forest as forest_module
+
+    rng = np.random.default_rng(12)
+    n = 4000
+    x = rng.normal(size=n)
+    matrix = np.c_[
+        x,
+        np.round(x + rng.normal(size=n) * 0.5, 1),
+        rng.integers(0, 3, n),
+        np.where(rng.random(n) < 0.1, np.nan, rng.lognormal(1, 1, n).round(2)),
+    ]
+    columns = tuple(range(matrix.shape[1]))
+    together = Harvester(make_forest(matrix))
+    assert together.forest.side_by_side >= 6, "all trees of one size side by side"
+    together.prepare_refinement(columns)
+    monkeypatch.setattr(forest_module, "BATCHED_TREE_POSITIONS", 1)
+    alone = Harvester(make_forest(matrix))
+    alone.prepare_refinement(columns)
+    subsets = [s for size in range(1, len(columns) + 1) for s in combinations(columns, size)]
+    lazy = 0
+    for subset in subsets:
+        got, want = together.pool(subset), alone.pool(subset)
+        for name in ("low", "high", "count", "origin", "depth"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=f"{subset} {name}")
+        lazy += int(got.placeholder.sum())
+    assert lazy > 0, "the pools hold placeholders to refine"
+    np.testing.assert_array_equal(together.harvest(columns).low, alone.harvest(columns).low)
