@@ -167,6 +167,18 @@ class Harvester:
                 for subset in done:
                     self._preorders.pop(subset, None)
 
+    def prepare_pools(self, clusters: list[tuple[int, ...]]) -> None:
+        """In a small table, build and harvest the trees of every cluster up front, one size after the
+        other for all clusters at once, when each size's trees fit one batch (`forest.side_by_side`):
+        fewer, larger batches. `prepare_refinement` then finds them (the same trees and pools)."""
+        widest = max(len(columns) for columns in clusters)
+        for size in range(2, widest + 1):
+            subsets = sorted({s for columns in clusters for s in combinations(sorted(columns), size)})
+            if len(subsets) > self.forest.side_by_side:
+                return
+            self.forest.build(subsets)
+            self._harvest_side_by_side(subsets)
+
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
         if columns not in self._preorders:
             self._preorders[columns] = Preorder.of(self.forest.tree(columns))

@@ -215,6 +215,9 @@ def synthesize(
             all_started=lambda: _drop_forest(context),
         )
 
+    if parallel is None and context.threads <= 1:
+        context.microdata.harvester.prepare_pools(clusters)
+
     def materialize(columns: tuple[int, ...]) -> Microtable:
         if parallel is None:
             microtable = _materialize(context, columns, pending=pending, threads=context.threads)

@@ -190,3 +190,18 @@ def test_noise_parameters_are_used():
     frame = pd.DataFrame({"v": np.repeat(["a", "b"], 1000)})
     quiet = synthesize(frame, salt="s", anonymization=AnonymizationParams(layer_noise_sd=0.0))
     assert quiet["v"].value_counts().to_dict() == {"a": 1000, "b": 1000}
+
+
+@pytest.mark.parametrize("aid", [None, "customer"])
+def test_trees_built_side_by_side_give_the_output_of_trees_built_one_by_one(aid, monkeypatch):
+    from syndiffix_core import forest
+
+    rng = np.random.default_rng(21)
+    frame = _mixed(3000, seed=21)
+    frame["visits"] = rng.poisson(frame["age"] / 10)
+    frame["score"] = np.round(frame["income"] / 1000 + rng.normal(0, 2, len(frame)), 1)
+    frame["customer"] = rng.integers(0, 900, len(frame))
+    columns = frame if aid else frame.drop(columns="customer")
+    batched = synthesize(columns, aid, salt="s", workers=1)
+    monkeypatch.setattr(forest, "BATCHED_TREE_POSITIONS", 1)  # every tree grown and harvested alone
+    pd.testing.assert_frame_equal(batched, synthesize(columns, aid, salt="s", workers=1))
