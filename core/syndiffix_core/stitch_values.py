@@ -156,7 +156,7 @@ def _normalized_ranks(values: np.ndarray) -> np.ndarray:
     """Average ranks (ties share one; nulls rank above every value), centred and scaled to unit norm,
     so that the dot product of two columns is their Spearman correlation (0 for a constant column)."""
     values = np.where(np.isnan(values), np.inf, values)
-    order = np.argsort(values, kind="stable")
+    order = np.argsort(values)  # ties share their average rank, so their order does not matter
     ordered = values[order]
     starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
     ends = np.r_[starts[1:], len(values)]
