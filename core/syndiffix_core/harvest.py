@@ -72,10 +72,21 @@ def _empty(k: int) -> Buckets:
 
 @dataclass
 class Preorder:
-    """Per depth: preorder number and subtree size (in nodes) of every node of a tree."""
+    """Preorder number and subtree size (in nodes) of every node of a tree: every depth's nodes one
+    after the other, depth d from `depth_start[d]`, so that nodes of many depths are looked up at once."""
 
-    number: list[np.ndarray]
-    size: list[np.ndarray]
+    all_numbers: np.ndarray
+    all_sizes: np.ndarray
+    depth_start: np.ndarray
+
+    @property
+    def depths(self) -> int:
+        return self.depth_start.size
+
+    def numbers_at(self, depth: int) -> np.ndarray:
+        """The preorder numbers of the nodes at `depth`."""
+        stop = self.depth_start[depth + 1] if depth + 1 < self.depths else self.all_numbers.size
+        return self.all_numbers[self.depth_start[depth] : stop]
 
     @classmethod
     def of(cls, tree: Tree) -> Preorder:
@@ -92,7 +103,8 @@ class Preorder:
             before = np.cumsum(sizes[depth]) - sizes[depth]
             first_sibling = np.searchsorted(parents, parents, side="left")
             numbers.append(numbers[depth - 1][parents] + 1 + before - before[first_sibling])
-        return cls([_narrow(n) for n in numbers], [_narrow(s) for s in sizes])
+        depth_start = np.cumsum([0] + [level.size for level in tree.levels[:-1]])
+        return cls(_narrow(np.concatenate(numbers)), _narrow(np.concatenate(sizes)), depth_start)
 
 
 class Harvester:
@@ -442,16 +454,15 @@ class Harvester:
             first = np.zeros(pool.size, dtype=np.int64)
             last = np.zeros(pool.size, dtype=np.int64)
             lazy = np.flatnonzero(pool.placeholder)
-            depths = pool.depth[lazy]
-            for depth in np.unique(depths):
-                if depth >= len(preorder.number):
-                    continue
-                rows = lazy[depths == depth]
-                sub = pool.subnodes[rows, drop].astype(np.int64)
-                present = sub >= 0
-                safe = np.where(present, sub, 0)
-                first[rows] = preorder.number[depth][safe]
-                last[rows] = np.where(present, first[rows] + preorder.size[depth][safe], first[rows])
+            depths = pool.depth[lazy].astype(np.int64)
+            reached = depths < preorder.depths  # the sub-tree holds the placeholder's depth
+            rows, depths = lazy[reached], depths[reached]
+            sub = pool.subnodes[rows, drop].astype(np.int64)
+            present = sub >= 0
+            # The sub-tree's nodes of all depths one after the other: one lookup for every depth.
+            node = preorder.depth_start[depths] + np.where(present, sub, 0)
+            first[rows] = preorder.all_numbers[node]
+            last[rows] = np.where(present, first[rows] + preorder.all_sizes[node], first[rows])
             start = np.searchsorted(sub_pool.origin, first)
             stop = np.maximum(np.searchsorted(sub_pool.origin, last), start)
             self._sub_range_cache[key] = (_narrow(start), _narrow(stop))
@@ -502,7 +513,7 @@ class _JoinedLevel:
         self.tree_of = np.repeat(np.arange(len(trees)), sizes) if len(trees) > 1 else None
         for name in ("key", "noisy_count", "branch", "lcf_low", "singular", "rep_row", "singular_dims"):
             setattr(self, name, join_arrays([getattr(level, name) for level in levels]))
-        self.origin = join_arrays([preorders[t].number[depth] for t, _ in present])
+        self.origin = join_arrays([preorders[t].numbers_at(depth) for t, _ in present])
         self.subnodes = join_arrays([tree.subnodes[depth] for _, tree in present])
 
     @property
