@@ -233,12 +233,26 @@ class Forest:
         self._ranks: dict[int, np.ndarray] = {}
         self._uniques: dict[int, np.ndarray] = {}
         self._negative_zero_rows: dict[int, np.ndarray] = {}
-        trees = map_in_threads(lambda j: self._build_column(j, values[:, j]), range(values.shape[1]), threads)
-        self.trees.update(((j,), tree) for j, tree in enumerate(trees))
+        columns = range(values.shape[1])
+        together = self._growing_together()
+        if together > 1 and threads <= 1:
+            for first in range(0, len(columns), together):
+                batch = [self._start_column(j, values[:, j]) for j in columns[first : first + together]]
+                self._grow(batch)
+                self.trees.update((growing.tree.columns, growing.tree) for growing in batch)
+        else:
+            trees = map_in_threads(lambda j: self._build_column(j, values[:, j]), columns, threads)
+            self.trees.update(((j,), tree) for j, tree in enumerate(trees))
 
     def _build_column(self, j: int, values: np.ndarray) -> Tree:
         """Column j's 1-dim tree from its floats (NaN = null); the column's floats are held only while
         its tree is built: the tree stores them as ranks and distinct values."""
+        growing = self._start_column(j, values)
+        self._grow([growing])
+        return growing.tree
+
+    def _start_column(self, j: int, values: np.ndarray) -> _Growing:
+        """`_start` of column j's 1-dim tree, its range snapped first."""
         column = np.where(np.isnan(values), self.null_values[j], values)
         low, high = float(column.min()), float(column.max())
         if not np.isfinite(high - low) or not np.isfinite(self.null_values[j] * 2):
@@ -247,7 +261,7 @@ class Forest:
                 f"{self.null_values[j]!r}), too wide a range for float64 arithmetic"
             )
         self.low[j], self.size[j] = snap_range(low, high)
-        return self._build((j,), column)
+        return self._start((j,), column)
 
     @property
     def dims(self) -> int:
@@ -354,7 +368,7 @@ class Forest:
             for sub in combinations(columns, len(columns) - 1):
                 if sub:
                     self.tree(sub)
-        together = self.side_by_side if self.entities.implicit or self.row_count <= BATCHED_AID_ROWS else 1
+        together = self._growing_together()
         for first in range(0, len(missing), together):
             batch = [self._start(columns) for columns in missing[first : first + together]]
             self._grow(batch)
@@ -364,6 +378,10 @@ class Forest:
     def side_by_side(self) -> int:
         """How many trees of one size grow (or are harvested) side by side (BATCHED_TREE_POSITIONS)."""
         return max(1, BATCHED_TREE_POSITIONS // self.row_count)
+
+    def _growing_together(self) -> int:
+        """How many trees of one size grow side by side (see BATCHED_AID_ROWS for AID tables)."""
+        return self.side_by_side if self.entities.implicit or self.row_count <= BATCHED_AID_ROWS else 1
 
     def _build(self, columns: tuple[int, ...], column_values: np.ndarray | None = None) -> Tree:
         """The tree over `columns`; a 1-dim tree reads `column_values` (the column's floats, nulls

@@ -236,7 +236,7 @@ def test_divergence_finds_where_neighbouring_codes_part_at_each_level_of_every_t
         assert np.array_equal(alone.divergence(level), wanted[0]), level
 
 
-def _aid_forest(matrix, salt="s"):
+def _aid_forest(matrix, salt="s", bucketization=None):
     """A forest whose rows belong to entities of two AID columns (some rows with a null AID)."""
     matrix = np.asarray(matrix, dtype=np.float64)
     n = matrix.shape[0]
@@ -251,7 +251,7 @@ def _aid_forest(matrix, salt="s"):
         entity_hashes.append(table)
         hashes.append(np.where(column_ids >= 0, table[column_ids], np.uint64(0)))
     entities = Entities(tuple(hashes), tuple(ids), tuple(entity_hashes))
-    bucketization = BucketizationParams()
+    bucketization = bucketization or BucketizationParams()
     anonymizer = CountAnonymizer(AnonymizationParams(), bucketization, secret)
     names = [f"c{j}" for j in range(matrix.shape[1])]
     return Forest(matrix, names, entities, anonymizer, bucketization, secret)
@@ -269,16 +269,23 @@ def test_trees_grown_side_by_side_are_the_trees_grown_one_by_one(aid, monkeypatc
         rng.lognormal(2, 1, n).round(1),
         np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 40, n)),
     ]
-    make = _aid_forest if aid else make_forest
-    batched, alone = make(matrix), make(matrix)
-    sets = {size: list(combinations(range(matrix.shape[1]), size)) for size in (2, 3, 4)}
+    # A precision limit that stops 1-dim trees at depths that differ per column (each has its own
+    # push-down and row limit).
+    limited = BucketizationParams(precision_limit_depth_threshold=3, precision_limit_row_fraction=50)
+
+    def make(matrix):
+        return (_aid_forest if aid else make_forest)(matrix, bucketization=limited)
+
+    batched = make(matrix)  # the 1-dim trees too
+    sets = {size: list(combinations(range(matrix.shape[1]), size)) for size in (1, 2, 3, 4)}
     for size in (2, 3, 4):
         batched.build(sets[size])
     assert len({batched.trees[c].code_levels for c in sets[2]}) > 1, "the batch mixes depth limits"
     monkeypatch.setattr(forest_module, "BATCHED_TREE_POSITIONS", 1)
+    alone = make(matrix)
     for size in (2, 3, 4):
         alone.build(sets[size])
-    for columns in [c for size in (2, 3, 4) for c in sets[size]]:
+    for columns in [c for size in (1, 2, 3, 4) for c in sets[size]]:
         one, other = batched.trees[columns], alone.trees[columns]
         assert len(one.levels) == len(other.levels), columns
         for depth, (level, expected) in enumerate(zip(one.levels, other.levels, strict=True)):
