@@ -321,7 +321,7 @@ def _light_node_pairs(ids, starts, ends, chains, entity_count: int, top_n: int, 
         paired, later = _first_bins(row_ids, row_node, chains, starts.size, entity_count, top_n)
         row_node, row_ids = row_node[paired], row_ids[paired]
     pair_node, entity, rows = _distinct_pairs(row_node, row_ids, entity_count)
-    smallest = (np.arange(pair_node.size) - pair_node.searchsorted(pair_node)) < top_n
+    smallest = (np.arange(pair_node.size) - run_starts(pair_node)) < top_n
     kept = (smallest | (rows > 1)).nonzero()[0]
     if later is None or later.size == 0:  # the pairs are all there is, already in order
         return pair_node[kept], entity[kept], rows[kept]
@@ -357,15 +357,18 @@ def _distinct_pairs(node: np.ndarray, ids: np.ndarray, entity_count: int):
     """Distinct (node, entity) pairs of rows with known entities, sorted by node then entity, with the
     number of rows of each pair."""
     n_entities = max(entity_count, 1)
+    if node.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
     pair_key = node * n_entities + ids
+    if (int(node.max()) + 1) * n_entities <= 2**31:
+        pair_key = pair_key.astype(np.int32)  # sorting 32-bit keys takes about half the time
     pair_key.sort()
-    if pair_key.size == 0:
-        return pair_key, pair_key, pair_key
     first_positions = _true_first(pair_key[1:] != pair_key[:-1]).nonzero()[0]
     rows = np.empty(first_positions.size, dtype=np.int64)
     rows[:-1] = first_positions[1:] - first_positions[:-1]
     rows[-1] = pair_key.size - first_positions[-1]
-    node, entity = np.divmod(pair_key[first_positions], n_entities)
+    node, entity = np.divmod(pair_key[first_positions].astype(np.int64), n_entities)
     return node, entity, rows
 
 
@@ -408,13 +411,22 @@ def _rank_top(pair_node, pair_hash, contribution, n_nodes, top_n):
         )
     ranked_node = pair_node[order]
     # A pair's rank is its distance from the first pair of its node (ranked_node is sorted).
-    rank = np.arange(n) - ranked_node.searchsorted(ranked_node)
+    rank = np.arange(n) - run_starts(ranked_node)
     keep = (rank < top_n).nonzero()[0]
     if keep.size < n:
         ranked_node, rank, order = ranked_node[keep], rank[keep], order[keep]
     top_contribution[ranked_node, rank] = contribution[order]
     top_hash[ranked_node, rank] = pair_hash[order]
     return top_contribution, top_hash
+
+
+def run_starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Per element of a sorted array, the index of the first element equal to it (as
+    `sorted_values.searchsorted(sorted_values)`, in linear time)."""
+    if sorted_values.size == 0:
+        return np.zeros(0, dtype=np.intp)
+    starts = _true_first(sorted_values[1:] != sorted_values[:-1]).nonzero()[0]
+    return np.repeat(starts, np.diff(starts, append=sorted_values.size))
 
 
 def _true_first(differs: np.ndarray) -> np.ndarray:

@@ -26,6 +26,7 @@ from itertools import combinations
 
 import numpy as np
 
+from .anonymizer import run_starts
 from .forest import Forest, Tree, join_arrays
 from .refinement import RefinementDraws
 from .threads import map_in_threads
@@ -101,7 +102,7 @@ class Preorder:
         for depth in range(1, len(tree.levels)):
             parents = tree.levels[depth].key >> k
             before = np.cumsum(sizes[depth]) - sizes[depth]
-            first_sibling = np.searchsorted(parents, parents, side="left")
+            first_sibling = run_starts(parents)
             numbers.append(numbers[depth - 1][parents] + 1 + before - before[first_sibling])
         depth_start = np.cumsum([0] + [level.size for level in tree.levels[:-1]])
         return cls(_narrow(np.concatenate(numbers)), _narrow(np.concatenate(sizes)), depth_start)

@@ -97,3 +97,12 @@ def test_any_low_aid_column_makes_the_bucket_low():
         entities, rows, starts, np.zeros(1, np.uint64)
     )
     assert counts.lcf_low[0]
+
+
+def test_run_starts_gives_each_element_the_first_index_of_its_run():
+    from syndiffix_core.anonymizer import run_starts
+
+    rng = np.random.default_rng(5)
+    for values in (np.zeros(0, np.int64), np.array([4]), np.sort(rng.integers(0, 30, 500))):
+        np.testing.assert_array_equal(run_starts(values), values.searchsorted(values))
+    np.testing.assert_array_equal(run_starts(np.array([2, 2, 3, 9, 9, 9])), [0, 0, 2, 3, 3, 3])
