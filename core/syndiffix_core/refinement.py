@@ -150,7 +150,7 @@ class RefinementDraws:
         found, drawn, sub_pool = self._draw_entries(columns, donor, entries)
         if found.size == 0:
             return
-        dims = dims[found] if np.ndim(dims) else np.full(found.size, dims)
+        dims = dims[found] if isinstance(dims, np.ndarray) else np.full(found.size, dims)
         position = dims - (dims > donor)
         whole_batch = batch.low.ndim == 2
         target = (rows[found], dims) if whole_batch else (rows[found],)

@@ -50,6 +50,10 @@ THREADED_STITCH_MIN_ROWS = 2_000_000
 # the pickled microdata it sends back and the shared trees it rebuilds cost 5-45 % more CPU time
 # (the 5,000-row tables of bench/fidelity) for a wall-time gain of well under a second.
 PARALLEL_CLUSTERS_MIN_ROWS = 10_000
+# Tables with fewer rows keep the heap pages their stages free: a few MiB at most, and handing them
+# back (malloc_trim, then page faults when they are used again) cost 3-5 % of the CPU time of the
+# 5,000-row tables of bench/fidelity.
+TRIM_MIN_ROWS = 100_000
 
 
 @dataclass
@@ -65,6 +69,7 @@ class SynthesisContext:
     target_column: str | None
     clock: _StageClock
     threads: int  # for the independent trees of a cluster materialized in this process (threads.py)
+    trims_memory: bool  # hands freed heap pages back between stages (TRIM_MIN_ROWS)
 
 
 class _StageClock:
@@ -184,6 +189,7 @@ def synthesize(
         target_column=target_column,
         clock=clock,
         threads=threads,
+        trims_memory=forest.row_count >= TRIM_MIN_ROWS,
     )
     del forest, entities  # held by the context alone, so that it can drop them
     clock.lap("forest")
@@ -321,16 +327,17 @@ def _materialize(
         return len(key) == 1 or any(set(key) <= cluster for cluster in later)
 
     harvester = context.microdata.harvester
-    return_freed_memory()  # what the previous cluster and stitch freed
+    trim = return_freed_memory if context.trims_memory else lambda: None
+    trim()  # what the previous cluster and stitch freed
 
     def release_pools() -> None:
         harvester.release(used_later)
-        return_freed_memory()
+        trim()
 
     harvester.prepare_refinement(columns, threads, keep=used_later)
     context.forest.release(used_later, set().union(*later))
     harvester.release(used_later, tree_lookups_only=True)
-    return_freed_memory()
+    trim()
     microdata = context.microdata.materialize(columns, after_draws=release_pools)
     return _microtable(microdata)
 
