@@ -91,21 +91,47 @@ class Preorder:
 
     @classmethod
     def of(cls, tree: Tree) -> Preorder:
-        k = tree.dims
-        sizes = [np.ones(level.size, dtype=np.int64) for level in tree.levels]
-        for depth in range(len(tree.levels) - 1, 0, -1):
-            parents = tree.levels[depth].key >> k
+        return cls.of_trees([tree])[0]
+
+    @classmethod
+    def of_trees(cls, trees: list[Tree]) -> list[Preorder]:
+        """The preorders of several trees of one size, computed depth by depth for all of them at once
+        (each tree's nodes one after the other's, as in `_JoinedLevel`)."""
+        k = trees[0].dims
+        depths = max(len(tree.levels) for tree in trees)
+        counts = np.array(
+            [[tree.levels[d].size if d < len(tree.levels) else 0 for tree in trees] for d in range(depths)]
+        )
+        offsets = np.cumsum(counts, axis=1) - counts
+        # Per depth >= 1, each node's parent among the nodes one level up (joined indices).
+        parents = [np.zeros(0, dtype=np.int64)]
+        for depth in range(1, depths):
+            local = join_arrays([tree.levels[depth].key for tree in trees if depth < len(tree.levels)]) >> k
+            if len(trees) > 1:
+                local = local + np.repeat(offsets[depth - 1], counts[depth])
+            parents.append(local)
+        sizes = [np.ones(counts[depth].sum(), dtype=np.int64) for depth in range(depths)]
+        for depth in range(depths - 1, 0, -1):
             sizes[depth - 1] += np.bincount(
-                parents, weights=sizes[depth], minlength=sizes[depth - 1].size
+                parents[depth], weights=sizes[depth], minlength=sizes[depth - 1].size
             ).astype(np.int64)
-        numbers = [np.zeros(1, dtype=np.int64)]
-        for depth in range(1, len(tree.levels)):
-            parents = tree.levels[depth].key >> k
+        numbers = [np.zeros(len(trees), dtype=np.int64)]
+        for depth in range(1, depths):
             before = np.cumsum(sizes[depth]) - sizes[depth]
-            first_sibling = run_starts(parents)
-            numbers.append(numbers[depth - 1][parents] + 1 + before - before[first_sibling])
+            first_sibling = run_starts(parents[depth])
+            numbers.append(numbers[depth - 1][parents[depth]] + 1 + before - before[first_sibling])
+        return [cls._part(tree, numbers, sizes, offsets[:, t], counts[:, t]) for t, tree in enumerate(trees)]
+
+    @classmethod
+    def _part(cls, tree: Tree, numbers, sizes, offsets, counts) -> Preorder:
+        """One tree's preorder from the joined per-depth numbers and sizes."""
+        parts = [slice(offsets[d], offsets[d] + counts[d]) for d in range(len(tree.levels))]
         depth_start = np.cumsum([0] + [level.size for level in tree.levels[:-1]])
-        return cls(_narrow(np.concatenate(numbers)), _narrow(np.concatenate(sizes)), depth_start)
+        return cls(
+            _narrow(join_arrays([numbers[d][part] for d, part in enumerate(parts)])),
+            _narrow(join_arrays([sizes[d][part] for d, part in enumerate(parts)])),
+            depth_start,
+        )
 
 
 class Harvester:
@@ -335,6 +361,12 @@ class Harvester:
         Every count is computed per node or per bucket in the order of one tree alone, so a tree's
         pool is the same whichever trees it is harvested with."""
         k = trees[0].dims
+        missing = [tree for tree in trees if tree.columns not in self._preorders]
+        if missing:
+            preorders = Preorder.of_trees(missing)
+            self._preorders.update(
+                (tree.columns, order) for tree, order in zip(missing, preorders, strict=True)
+            )
         levels = _JoinedLevels(trees, [self.preorder(tree.columns) for tree in trees])
         born = _Born()
         bucket_id = np.zeros(0, dtype=np.int64)
