@@ -41,10 +41,10 @@ MAX_DEPTH = 62
 CELL_BITS = 31
 _UNIT_MAX = 1.0 - 2.0**-53
 _SPREAD_TABLES: dict[tuple[int, int], np.ndarray] = {}
-# Without AID columns, trees of one size grow side by side while their rows together stay under this
-# many positions (~60 MiB of layout at 4 columns): tables of a few thousand rows build a cluster's
-# trees of one size in one batch; from 1M rows on every tree grows alone (and their numpy calls are
-# long enough that batching would gain nothing).
+# Trees of one size grow side by side while their rows together stay under this many positions (~60
+# MiB of layout at 4 columns): tables of a few thousand rows build all their trees of one size in one
+# batch; from 1M rows on every tree grows alone (and its numpy calls are long enough that batching
+# would gain nothing).
 BATCHED_TREE_POSITIONS = 1 << 20
 # With AID columns a batch counts each level's entities from all its rows (the per-tree count reads
 # only the rows that repeat an entity within a node), which costs more than the per-tree overhead it
@@ -359,8 +359,8 @@ class Forest:
     def build(self, column_sets: Sequence[tuple[int, ...]]) -> None:
         """Build the missing trees over `column_sets` (of one size, with their one-column-smaller trees).
 
-        Without AID columns, the trees of a small table grow side by side, one level of all of them at a
-        time (`_grow`): each level is a handful of numpy calls whatever the number of trees, where one
+        The trees of a small table grow side by side (`_growing_together`), one level of all of them at
+        a time (`_grow`): each level is a handful of numpy calls whatever the number of trees, where one
         tree at a time pays that overhead per tree and level (most of a small table's tree time). The
         trees are the same as built one by one: every per-node quantity is computed per node."""
         missing = sorted({tuple(sorted(c)) for c in column_sets} - self.trees.keys())
@@ -701,8 +701,9 @@ class _Rows:
             shared_levels = partial(_shared_levels, first.code, first.tree.code_levels, self.dims)
             self.entities = SortedEntities(entities, self.order, shared_levels)
         else:
-            # Implicit entities only: a range's seed is the XOR of its rows' hashes, which one prefix
-            # over all the batch's rows gives as well as one per tree.
+            # A range lies in one tree's part: one XOR prefix over all the batch's rows gives its seed
+            # (implicit entities), and AID columns count its entities from all its rows (the repeat
+            # index of `shared_levels` is one tree's).
             self.entities = SortedEntities(entities, self.order)
         self._divergence = self._divergence_index(batch)
 
