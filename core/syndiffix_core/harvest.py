@@ -190,7 +190,6 @@ class Harvester:
         for size in range(2, len(columns) + 1):
             subsets = list(combinations(columns, size))
             if threads <= 1:
-                self.forest.build(subsets)
                 self._harvest_side_by_side(subsets)
             pools = map_in_threads(self.pool, subsets, threads)
             refined = [subset for subset, pool in zip(subsets, pools, strict=True) if pool.placeholder.any()]
@@ -215,7 +214,6 @@ class Harvester:
             subsets = sorted({s for columns in clusters for s in combinations(sorted(columns), size)})
             if len(subsets) > self.forest.side_by_side:
                 return
-            self.forest.build(subsets)
             self._harvest_side_by_side(subsets)
 
     def preorder(self, columns: tuple[int, ...]) -> Preorder:
@@ -237,8 +235,10 @@ class Harvester:
         return pool
 
     def _harvest_side_by_side(self, subsets: list[tuple[int, ...]]) -> None:
-        """The missing pools of `subsets` (of one size), harvested `forest.side_by_side` at a time."""
+        """The missing pools of `subsets` (of one size), their trees built side by side (`forest.build`)
+        and harvested `forest.side_by_side` at a time."""
         missing = [columns for columns in subsets if columns not in self._pools]
+        self.forest.build(missing)
         trees = [self.forest.tree(columns) for columns in missing]
         trees = [self.forest.rebuilt(tree.columns) if tree.subnodes is None else tree for tree in trees]
         together = self.forest.side_by_side
