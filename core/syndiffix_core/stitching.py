@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
+from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.forest import null_mapping, snap_range
 from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
 from syndiffix_core.stitch_values import choose_stitch_values
@@ -83,7 +84,7 @@ def assemble(
     stitch_threads: Callable[[], int] | None = None,
 ) -> Microtable:
     """Synthesize the initial cluster, then join every derived cluster onto the accumulated table.
-    `stitch_threads`: asked before each stitch how many threads it may use (default 1)."""
+    `stitch_threads`: asked during each stitch how many threads it may use now (default 1)."""
     total = 1 + len(clusters.derived)
     table = materialize(clusters.initial)
     if progress is not None:
@@ -103,7 +104,7 @@ def assemble(
                 null_values=null_values,
                 rng=rng,
                 keep_values=stitched_later,
-                threads=1 if stitch_threads is None else stitch_threads(),
+                threads=1 if stitch_threads is None else stitch_threads,
             )
         else:
             table = patch(table, right, rng=rng, keep_values=stitched_later)
@@ -147,11 +148,12 @@ def stitch(
     null_values: Mapping[int, float] | None = None,
     rng: np.random.Generator,
     keep_values: Collection[int] | None = None,
-    threads: int = 1,
+    threads: int | Callable[[], int] = 1,
 ) -> Microtable:
     """Join right rows to left rows that agree on the stitch columns.
-    `keep_values`: the columns whose floats the result keeps (default: all). `threads`: how many
-    one-sided columns are calibrated side by side (the result is the same for any count).
+    `keep_values`: the columns whose floats the result keeps (default: all). `threads`: how many threads
+    the stitch may use, or a function asked before each step that could use more than one (cores free
+    up while a stitch runs); the result is the same for any count.
 
     Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
     entropy first, then round robin) while the halves stay balanced between the sides; each final range
@@ -193,7 +195,7 @@ def stitch(
         right_rows,
         take_right=take_right,
         keep_values=keep_values,
-        rows_of=_calibrate_columns(one_sided, rng, threads),
+        rows_of=_calibrate_columns(one_sided, rng, threads if callable(threads) else lambda: threads),
         shared_rows=shared_rows,
     )
 
@@ -268,8 +270,9 @@ def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner,
         right_values,
         None if column_ranges is None else [column_ranges[c] for c in stitch_columns],
     )
-    left_group, right_group = _split_recursively(left_values, right_values, lows, highs, integral)
-    return _merge_groups(left_group, right_group, left_values, right_values, owner, rng)
+    distinct = DistinctRows.of(left_values), DistinctRows.of(right_values)
+    left_group, right_group = _split_recursively(left_values, right_values, lows, highs, integral, distinct)
+    return _merge_groups(left_group, right_group, left_values, right_values, owner, rng, distinct)
 
 
 def _order_key(table: Microtable, column: int) -> np.ndarray:
@@ -281,21 +284,26 @@ def _order_key(table: Microtable, column: int) -> np.ndarray:
 
 
 def _calibrate_columns(
-    one_sided: Sequence[tuple[Microtable, int, np.ndarray]], rng: np.random.Generator, threads: int
+    one_sided: Sequence[tuple[Microtable, int, np.ndarray]],
+    rng: np.random.Generator,
+    threads: Callable[[], int],
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(column, `_calibrated_rows`) of each (side, column, the side's row per output row), in order,
-    `threads` columns side by side (their sorts release the GIL). Each column's random numbers are drawn
-    in column order before its batch starts, so the rows do not depend on the thread count. A batch is
-    computed when the first of its columns is asked for, and each column's rows are held only until
-    they are taken: a joined table's one-sided columns are not all held as rows at once."""
-    batch_size = max(1, threads)
-    for start in range(0, len(one_sided), batch_size):
+    as many columns side by side as `threads()` says when their batch starts (their sorts release the
+    GIL). Each column's random numbers are drawn in column order before its batch starts, so the rows do
+    not depend on the thread count. A batch is computed when the first of its columns is asked for, and
+    each column's rows are held only until they are taken: a joined table's one-sided columns are not
+    all held as rows at once."""
+    start = 0
+    while start < len(one_sided):
+        batch_size = max(1, threads())
         batch = one_sided[start : start + batch_size]
+        start += batch_size
         tasks = [
             (_order_key(table, column), rows, rng.random(len(rows)), rng.random(table.num_rows))
             for table, column, rows in batch
         ]
-        results = map_in_threads(lambda task: _calibrated_rows(*task), tasks, threads)
+        results = map_in_threads(lambda task: _calibrated_rows(*task), tasks, batch_size)
         del tasks
         results.reverse()
         for _, column, _ in batch:
@@ -357,11 +365,44 @@ def _split_recursively(
     lows: np.ndarray,
     highs: np.ndarray,
     integral: np.ndarray,
+    distinct: tuple[DistinctRows | None, DistinctRows | None],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Assign every left and right row to a final range ("group"), splitting all open groups of a level
-    at once. Returns the group id of each left and each right row.
+    """Assign every left and right row to a final range ("group"). Returns the group id of each left
+    and each right row.
 
-    Only rows of still-open groups are touched per level: ``left_rows``/``right_rows`` are those rows,
+    Rows with the same values on every stitch column always go the same way, so where a side's rows
+    hold few distinct combinations of values (`distinct`: codes, dates, small counts, most stitches),
+    the split runs on those combinations, each counted as many times as it has rows, and its rows take
+    its group."""
+    left, right = distinct
+    left_group, right_group = _split_items(
+        left_values if left is None else left.values,
+        right_values if right is None else right.values,
+        None if left is None else left.counts,
+        None if right is None else right.counts,
+        lows,
+        highs,
+        integral,
+    )
+    return (
+        left_group if left is None else left_group.take(left.of_row),
+        right_group if right is None else right_group.take(right.of_row),
+    )
+
+
+def _split_items(
+    left_values: np.ndarray,
+    right_values: np.ndarray,
+    left_counts: np.ndarray | None,
+    right_counts: np.ndarray | None,
+    lows: np.ndarray,
+    highs: np.ndarray,
+    integral: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`_split_recursively` over items of each side (rows, or distinct rows that count `*_counts` times),
+    splitting all open groups of a level at once. Returns the group id of each left and right item.
+
+    Only items of still-open groups are touched per level: ``left_rows``/``right_rows`` are those items,
     ``left_slot``/``right_slot`` their open group's position in the per-group state arrays."""
     num_columns = left_values.shape[1]
     # Row and group indices fit 32 bits below 2^31 rows: half the bytes in every per-row pass.
@@ -399,8 +440,8 @@ def _split_recursively(
         )
         # Each row's group and half as one number: slot * 2 + (1 if in the upper half).
         left_half, right_half = left_slot * 2 + left_upper, right_slot * 2 + right_upper
-        left_down, left_up = _half_counts(left_half, groups)
-        right_down, right_up = _half_counts(right_half, groups)
+        left_down, left_up = _half_counts(left_half, groups, left_counts, left_rows)
+        right_down, right_up = _half_counts(right_half, groups, right_counts, right_rows)
         n_left, n_right = left_down + left_up, right_down + right_up
         is_open = (attempts > 0) & (n_left > 1) & (n_right > 1)
         balanced = (_ratio(left_down, right_down) >= SPLIT_BALANCE) & (
@@ -472,10 +513,16 @@ def _in_upper_half(flat, rows_in_all, rows, slot, column, middle) -> np.ndarray:
     return flat.take(offset.take(slot) + rows) >= middle.take(slot)
 
 
-def _half_counts(half: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows per group in its lower and in its upper half (`half`: slot * 2 + 1 if upper)."""
-    counts = np.bincount(half, minlength=2 * groups)
-    return counts[0::2], counts[1::2]
+def _half_counts(
+    half: np.ndarray, groups: int, counts: np.ndarray | None, items: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows per group in its lower and in its upper half (`half`: slot * 2 + 1 if upper), of `items`
+    that are rows or (`counts`) distinct rows counted that many times."""
+    if counts is None:
+        per_half = np.bincount(half, minlength=2 * groups)
+    else:  # sums of whole numbers below 2**53: exact in floats
+        per_half = np.bincount(half, weights=counts.take(items), minlength=2 * groups).astype(np.int64)
+    return per_half[0::2], per_half[1::2]
 
 
 def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -491,10 +538,12 @@ def _merge_groups(
     right_values: np.ndarray,
     owner: StitchOwner,
     rng: np.random.Generator,
+    distinct: tuple[DistinctRows | None, DistinctRows | None],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pair the rows of each group: both sides are shuffled, cut or topped up with random repeats to a
     common length, sorted on the stitch columns and zipped. Returns the left row, the right row and the
-    slot (position within its group) of every output row."""
+    slot (position within its group) of every output row. `distinct`: each side's distinct rows, if
+    found (they sort each group faster)."""
     groups = int(max(left_group.max(), right_group.max())) + 1
     n_left = np.bincount(left_group, minlength=groups)
     n_right = np.bincount(right_group, minlength=groups)
@@ -506,15 +555,20 @@ def _merge_groups(
         # Round half to even on exact .5, like Python's round().
         target = np.rint((n_left + n_right) / 2).astype(np.int64)
     target = np.where((n_left > 0) & (n_right > 0), target, 0)
-    left_rows = _align(left_group, n_left, target, left_values, rng)
-    right_rows = _align(right_group, n_right, target, right_values, rng)
+    left_rows = _align(left_group, n_left, target, left_values, rng, distinct[0])
+    right_rows = _align(right_group, n_right, target, right_values, rng, distinct[1])
     starts = np.cumsum(target) - target
     slot = np.arange(int(target.sum())) - np.repeat(starts, target)
     return left_rows, right_rows, slot
 
 
 def _align(
-    group: np.ndarray, count: np.ndarray, target: np.ndarray, values: np.ndarray, rng: np.random.Generator
+    group: np.ndarray,
+    count: np.ndarray,
+    target: np.ndarray,
+    values: np.ndarray,
+    rng: np.random.Generator,
+    distinct: DistinctRows | None,
 ) -> np.ndarray:
     """Rows of one side laid out group after group, ``target[g]`` rows for group g (a random subset, or
     all rows plus random repeats), each group sorted by its stitch values."""
@@ -529,10 +583,28 @@ def _align(
     repeat = rng.integers(0, np.maximum(group_count, 1)) if total else np.zeros(0, dtype=np.int64)
     offset = np.where(slot < group_count, slot, repeat)
     rows = shuffled[starts[slot_group] + offset]
-    # Sort each group on the stitch columns (first stitch column most significant); lexsort is stable,
-    # so the random order above breaks ties.
+    return rows[_group_then_value_order(rows, slot_group, values, distinct)]
+
+
+def _group_then_value_order(
+    rows: np.ndarray, slot_group: np.ndarray, values: np.ndarray, distinct: DistinctRows | None
+) -> np.ndarray:
+    """The stable order of `rows` by group, then by their stitch values (first stitch column most
+    significant): ties keep the random order the rows come in. With the side's distinct rows (numbered
+    in that order), group, distinct row and position make one integer key to sort when they fit 63 bits."""
+    if distinct is not None:
+        combinations = (int(slot_group[-1]) + 1 if len(slot_group) else 1) * len(distinct.counts)
+        position_bits = max(1, (len(rows) - 1).bit_length())
+        if (combinations - 1).bit_length() + position_bits <= 63:
+            keys = slot_group * len(distinct.counts)
+            keys += distinct.of_row.take(rows)
+            keys <<= position_bits
+            keys |= np.arange(len(rows))
+            keys.sort()
+            keys &= (1 << position_bits) - 1
+            return keys
     keys = [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
-    return rows[np.lexsort(keys)]
+    return np.lexsort(keys)
 
 
 def _empty_join(

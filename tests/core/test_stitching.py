@@ -11,6 +11,7 @@ import pytest
 
 from syndiffix_core import stitching
 from syndiffix_core.clustering import StitchOwner
+from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.stitching import Microtable, _root_ranges, _split_recursively, patch, stitch
 
 
@@ -59,12 +60,51 @@ def test_recursion_splits_down_to_ranges_of_single_values():
     left = np.round(rng.normal(50, 10, (20_000, 1)))
     right = np.round(rng.normal(50, 10, (19_950, 1)))
     lows, highs, integral = _root_ranges(left, right, None)
-    left_group, right_group = _split_recursively(left, right, lows, highs, integral)
+    distinct = DistinctRows.of(left), DistinctRows.of(right)
+    left_group, right_group = _split_recursively(left, right, lows, highs, integral, distinct)
     assert left_group.max() > 30  # about one range per age that both sides hold
     # Both sides of a range hold (almost) the same values: most rows sit in single-value ranges.
     for group, values in ((left_group, left[:, 0]), (right_group, right[:, 0])):
         span = pd.Series(values).groupby(group).agg(lambda v: v.max() - v.min())
         assert (span.reindex(group).to_numpy() == 0).mean() > 0.8
+
+
+@pytest.mark.parametrize("right_whole", [True, False])
+def test_a_split_over_distinct_rows_gives_each_row_the_group_of_a_split_over_rows(right_whole):
+    # Codes and dates: 20k rows on ~2k distinct pairs per side. A right side with one value off the
+    # grid (a measurement) is split row by row next to the left's distinct rows.
+    rng = np.random.default_rng(8)
+
+    def side(n):
+        code = rng.integers(0, 40, n)
+        day = np.clip(np.round(code + rng.normal(0, 8, n)), -20, 60)
+        return np.column_stack([code, 6.9e9 + 86_400.0 * day]).astype(float)
+
+    left, right = side(20_000), side(19_000)
+    if not right_whole:
+        right[0, 0] = 3.5
+    lows, highs, integral = _root_ranges(left, right, None)
+    by_rows = stitching._split_items(left, right, None, None, lows, highs, integral)
+    distinct = DistinctRows.of(left), DistinctRows.of(right)
+    assert distinct[0] is not None and (distinct[1] is None) == (not right_whole)
+    left_group, right_group = _split_recursively(left, right, lows, highs, integral, distinct)
+    assert by_rows[0].max() > 100
+    np.testing.assert_array_equal(left_group, by_rows[0])
+    np.testing.assert_array_equal(right_group, by_rows[1])
+
+
+def test_rows_sorted_in_their_groups_by_distinct_row_keep_the_order_of_a_lexsort():
+    # Many rows share their group and values: ties must keep the (random) order the rows come in.
+    rng = np.random.default_rng(9)
+    values = np.column_stack([rng.integers(0, 5, 3_000), 86_400.0 * rng.integers(0, 9, 3_000)])
+    rows = rng.integers(0, 3_000, 5_000)
+    slot_group = np.sort(rng.integers(0, 40, 5_000))
+    distinct = DistinctRows.of(values)
+    by_lexsort = stitching._group_then_value_order(rows, slot_group, values, None)
+    np.testing.assert_array_equal(by_lexsort, np.lexsort((values[rows, 1], values[rows, 0], slot_group)))
+    np.testing.assert_array_equal(
+        stitching._group_then_value_order(rows, slot_group, values, distinct), by_lexsort
+    )
 
 
 def test_stitch_column_keeps_its_one_dimensional_distribution(chain):
@@ -279,14 +319,41 @@ def test_one_sided_columns_calibrated_on_two_threads_give_the_one_thread_join(mo
         pd.testing.assert_series_equal(one.typed[column], two.typed[column])
 
 
-def test_a_stitch_holds_the_calibrated_rows_of_few_columns_at_a_time(monkeypatch):
-    # Each one-sided column's rows (8 bytes per output row) are taken into the joined table as they
-    # come: with 5 such columns, holding them all until the join would be 5 arrays at once.
-    rng = np.random.default_rng(4)
+def one_sided_columns(seed: int) -> tuple[Microtable, Microtable]:
+    """Sides stitched on column 0, with 2 columns only the left holds and 3 only the right holds."""
+    rng = np.random.default_rng(seed)
     left = microtable({0: rng.integers(0, 30, 3_000), 1: rng.normal(size=3_000), 2: rng.random(3_000)})
     right = microtable(
         {0: rng.integers(0, 30, 2_900), 3: rng.normal(size=2_900), 4: rng.random(2_900), 5: rng.random(2_900)}
     )
+    return left, right
+
+
+def test_a_stitch_asks_for_its_threads_as_it_goes_with_the_same_result(monkeypatch):
+    # Cores free up while a stitch runs (the last worker finishes): each batch of one-sided columns
+    # takes as many threads as it is told then.
+    left, right = one_sided_columns(6)
+    expected = stitch(left, right, [0], rng=np.random.default_rng(5))
+    answers, batches = iter([1, 3, 2]), []
+    calibrate = stitching.map_in_threads
+    monkeypatch.setattr(
+        stitching,
+        "map_in_threads",
+        lambda function, tasks, threads: (
+            batches.append((len(tasks), threads)) or calibrate(function, tasks, threads)
+        ),
+    )
+    out = stitch(left, right, [0], rng=np.random.default_rng(5), threads=lambda: next(answers))
+    assert batches == [(1, 1), (3, 3), (1, 2)]  # columns 1 | 2, 3, 4 | 5
+    np.testing.assert_array_equal(out.values, expected.values)
+    for column in out.columns:
+        pd.testing.assert_series_equal(out.typed[column], expected.typed[column])
+
+
+def test_a_stitch_holds_the_calibrated_rows_of_few_columns_at_a_time(monkeypatch):
+    # Each one-sided column's rows (8 bytes per output row) are taken into the joined table as they
+    # come: with 5 such columns, holding them all until the join would be 5 arrays at once.
+    left, right = one_sided_columns(4)
     expected = stitch(left, right, [0], rng=np.random.default_rng(5))
     calibrate = stitching._calibrated_rows
     live, most_live = [0], [0]

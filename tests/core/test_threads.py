@@ -112,7 +112,7 @@ def test_a_small_table_builds_its_trees_on_one_thread(monkeypatch):
     prepare = Harvester.prepare_refinement
 
     def recording(self, columns, threads=1, **options):
-        asked.append(threads)
+        asked.append(threads() if callable(threads) else threads)
         return prepare(self, columns, threads, **options)
 
     monkeypatch.setattr(Harvester, "prepare_refinement", recording)
@@ -129,7 +129,7 @@ def test_the_one_dim_trees_of_a_large_table_are_built_on_threads(monkeypatch):
     build = Forest.__init__
 
     def recording(self, *args, threads=1, **options):
-        asked.append(threads)
+        asked.append(threads() if callable(threads) else threads)
         build(self, *args, threads=threads, **options)
 
     monkeypatch.setattr(Forest, "__init__", recording)
@@ -149,7 +149,7 @@ def test_the_stitches_of_a_large_table_calibrate_on_threads(monkeypatch):
     stitch = stitching.stitch
 
     def recording(*args, threads=1, **options):
-        asked.append(threads)
+        asked.append(threads() if callable(threads) else threads)
         return stitch(*args, threads=threads, **options)
 
     monkeypatch.setattr(stitching, "stitch", recording)
