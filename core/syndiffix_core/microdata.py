@@ -25,6 +25,7 @@ import pandas as pd
 from .columns import ColumnCodec, ColumnKind, IntegerCodec
 from .forest import Forest
 from .harvest import Buckets, Harvester
+from .random_ties import stable_order
 
 
 @dataclass
@@ -111,7 +112,7 @@ class MicrodataBuilder:
         bucket_of_rank = by_value[np.repeat(np.arange(by_value.size), np.diff(edges, prepend=0))]
         shuffled = rng.permutation(lo.size)
         provisional = _draw_in_ranges(lo[shuffled], hi[shuffled], step, rng)
-        rank_order = shuffled[np.argsort(provisional, kind="stable")]
+        rank_order = shuffled[stable_order(provisional)]
         calibrated_lo, calibrated_hi = np.empty_like(lo), np.empty_like(hi)
         calibrated_lo[rank_order] = target.low[bucket_of_rank, 0]
         calibrated_hi[rank_order] = target.high[bucket_of_rank, 0]

@@ -1,4 +1,5 @@
-"""Ordering rows by a key with ties in random order: `np.lexsort((randoms, keys))`, computed faster.
+"""Ordering rows by a key with ties in random order: `np.lexsort((randoms, keys))`, computed faster;
+and the stable order of a key, `np.argsort(keys, kind="stable")`, the same way.
 
 Stitching orders every column of one side this way at every stitch (stitching.py, `_calibrated_rows`),
 twice per column; at a million rows the two lexsorts were two thirds of a stitch. A lexsort sorts the
@@ -6,7 +7,9 @@ random numbers as a whole and then the keys stably, both with merge sorts. Here 
 numpy's (vectorized, unstable) default sort, and only the rows whose key is tied get ordered by their
 random number. Keys that are whole numbers within a span of 2**31 (codes, counts, booleans, dates) need no
 sort of their own: the key itself is the high part of one integer sort key, the random number the low
-part. The result is the same permutation: the tests compare it with `np.lexsort`.
+part. The result is the same permutation: the tests compare it with `np.lexsort`. A cluster's microdata
+ranks its rows by a drawn value in every column (microdata.py): `stable_order` replaces that merge sort
+the same way, the position taking the random number's place.
 """
 
 from __future__ import annotations
@@ -48,6 +51,40 @@ def order_by_rank_with_random_ties(ranks: np.ndarray, randoms: np.ndarray) -> np
     return _order_by_rank(ranks, randoms, np.arange(len(ranks)))
 
 
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """The permutation `np.argsort(keys, kind="stable")` (NaN last, NaNs equal, ties by position).
+    Whole-number keys make one integer sort with the position (as in `order_with_random_ties`); other
+    keys are sorted with the (unstable) default sort and only the rows of tied keys ordered again."""
+    ranks = _whole_number_ranks(keys)
+    if ranks is not None:
+        return _rows_by_rank(ranks, np.arange(len(keys)))
+    order = np.argsort(keys)
+    sorted_keys = keys[order]
+    tied_with_next = sorted_keys[1:] == sorted_keys[:-1]
+    nan = np.isnan(sorted_keys)
+    tied_with_next |= nan[1:] & nan[:-1]
+    if tied_with_next.any():
+        run = np.concatenate(([0], np.cumsum(~tied_with_next)))
+        in_tie = np.zeros(len(keys), dtype=bool)
+        in_tie[1:] |= tied_with_next
+        in_tie[:-1] |= tied_with_next
+        positions = np.flatnonzero(in_tie)
+        order[positions] = _rows_by_rank(run[positions], order[positions])
+    return order
+
+
+def _rows_by_rank(ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`rows` (non-negative integers) sorted by rank, then by row: one integer sort of both."""
+    row_bits = max(1, int(rows.max(initial=0)).bit_length())
+    if int(ranks.max(initial=0)).bit_length() + row_bits > 63:
+        return rows[np.lexsort((rows, ranks))]
+    keys = ranks.astype(np.int64) << row_bits
+    keys |= rows
+    keys.sort()
+    keys &= (1 << row_bits) - 1
+    return keys
+
+
 def dense_ranks(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
     """Per row, the number of distinct keys below its own (NaN last, NaNs equal); `order`: the rows in
     key order (as `order_with_random_ties` gives them)."""
@@ -60,8 +97,10 @@ def dense_ranks(keys: np.ndarray, order: np.ndarray) -> np.ndarray:
 
 
 def _whole_number_ranks(keys: np.ndarray) -> np.ndarray | None:
-    """Each key minus the smallest (NaN: one past the largest) when every non-NaN key is a whole number
-    and they span fewer than _WHOLE_SPAN values; else None."""
+    """Each key's steps from the smallest (NaN: one step past the largest) when every non-NaN key is a
+    whole number and they span fewer than _WHOLE_SPAN values; else None. A step is the largest whole
+    number that divides every key's distance from the smallest (a date column's keys are seconds, a
+    day apart): the fewer bits the ranks take, the more bits of each random number the sort keeps."""
     if len(keys) == 0:
         return None
     nan = np.isnan(keys)
@@ -73,10 +112,15 @@ def _whole_number_ranks(keys: np.ndarray) -> np.ndarray | None:
         return None
     if not np.array_equal(np.floor(present), present):
         return None
-    ranks = keys - low
-    if nan.any():
-        ranks[nan] = high - low + 1
-    return ranks.astype(np.int64)
+    steps = (present - low).astype(np.int64)
+    step = int(np.gcd.reduce(steps)) or 1
+    if step > 1:
+        steps //= step
+    if not nan.any():
+        return steps
+    ranks = np.full(len(keys), int(high - low) // step + 1, dtype=np.int64)
+    ranks[~nan] = steps
+    return ranks
 
 
 def _order_runs(run: np.ndarray, randoms: np.ndarray, rows: np.ndarray) -> np.ndarray:

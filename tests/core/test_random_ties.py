@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from syndiffix_core import random_ties
-from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
+from syndiffix_core.random_ties import (
+    dense_ranks,
+    order_by_rank_with_random_ties,
+    order_with_random_ties,
+    stable_order,
+)
 
 
 def _keys(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -30,11 +35,16 @@ def _keys(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.choice([0.0, 2.0**40, 3.0, 2.0**40 + 1], n)
     if kind == "nan_inf_zero":
         return rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5], n)
+    if kind == "dates":  # seconds since 1800 a day apart: ranks are steps of a day, NaN one past the last
+        keys = 6.9e9 + 86_400.0 * rng.integers(0, 760, n)
+        keys[rng.random(n) < 0.1] = np.nan
+        return keys
     raise ValueError(kind)
 
 
 @pytest.mark.parametrize(
-    "kind", ["distinct", "few", "many_ties", "some_ties", "whole_nan_zero", "wide_whole", "nan_inf_zero"]
+    "kind",
+    ["distinct", "few", "many_ties", "some_ties", "whole_nan_zero", "wide_whole", "nan_inf_zero", "dates"],
 )
 @pytest.mark.parametrize("n", [0, 1, 2, 17, 20_000])
 def test_equals_lexsort(kind: str, n: int) -> None:
@@ -42,6 +52,16 @@ def test_equals_lexsort(kind: str, n: int) -> None:
     keys = _keys(kind, n, rng)
     randoms = rng.random(n)
     assert np.array_equal(order_with_random_ties(keys, randoms), np.lexsort((randoms, keys)))
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["distinct", "few", "many_ties", "some_ties", "whole_nan_zero", "wide_whole", "nan_inf_zero", "dates"],
+)
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 20_000])
+def test_stable_order_equals_a_stable_argsort(kind: str, n: int) -> None:
+    keys = _keys(kind, n, np.random.default_rng(n + 2 * len(kind)))
+    assert np.array_equal(stable_order(keys), np.argsort(keys, kind="stable"))
 
 
 def test_equal_random_numbers_within_a_tie_fall_back_to_row_order() -> None:
@@ -109,3 +129,12 @@ def test_the_order_without_positions_in_the_key_is_the_same() -> None:
     expected = np.lexsort((rows, randoms, ranks))
     assert np.array_equal(random_ties._order_by_rank_argsort(ranks, randoms, rows), expected)
     assert np.array_equal(random_ties._order_by_rank(ranks, randoms, rows), expected)
+
+
+def test_whole_number_ranks_count_steps_of_the_keys_common_divisor() -> None:
+    # Dates as seconds: 760 days take 10 bits as steps of a day, 26 as seconds; the bits saved keep
+    # more of each random number in the one integer sort.
+    keys = np.array([6.9e9 + 86_400.0 * 759, np.nan, 6.9e9, 6.9e9 + 86_400.0])
+    assert random_ties._whole_number_ranks(keys).tolist() == [759, 760, 0, 1]
+    assert random_ties._whole_number_ranks(keys[[0, 2]] * 3).tolist() == [1, 0]
+    assert random_ties._whole_number_ranks(np.array([5.0, 5.0])).tolist() == [0, 0]
