@@ -28,22 +28,18 @@ def order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> np.ndarray:
     ranks = _whole_number_ranks(keys)
     if ranks is not None:
         return order_by_rank_with_random_ties(ranks, randoms)
-    order = np.argsort(keys)
-    sorted_keys = keys[order]
-    tied_with_next = sorted_keys[1:] == sorted_keys[:-1]
-    nan = np.isnan(sorted_keys)
-    tied_with_next |= nan[1:] & nan[:-1]
-    if not tied_with_next.any():
-        return order
-    # Runs of equal keys in sorted order; only rows in runs longer than one need reordering.
-    run = np.concatenate(([0], np.cumsum(~tied_with_next)))
-    in_tie = np.zeros(len(keys), dtype=bool)
-    in_tie[1:] |= tied_with_next
-    in_tie[:-1] |= tied_with_next
-    positions = np.flatnonzero(in_tie)
-    rows = order[positions]
-    order[positions] = rows[_order_runs(run[positions], randoms[rows], rows)]
-    return order
+    return _order_with_random_ties(keys, randoms)
+
+
+def ranked_order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`order_with_random_ties(keys, randoms)` and integer ranks of the keys, in the keys' order and with
+    their ties (to order some of the rows again with `order_by_rank_with_random_ties`): whole-number
+    keys' steps as they are, or else dense ranks."""
+    ranks = _whole_number_ranks(keys)
+    if ranks is not None:
+        return order_by_rank_with_random_ties(ranks, randoms), ranks
+    order = _order_with_random_ties(keys, randoms)
+    return order, dense_ranks(keys, order)
 
 
 def order_by_rank_with_random_ties(ranks: np.ndarray, randoms: np.ndarray) -> np.ndarray:
@@ -59,18 +55,40 @@ def stable_order(keys: np.ndarray) -> np.ndarray:
     if ranks is not None:
         return _rows_by_rank(ranks, np.arange(len(keys)))
     order = np.argsort(keys)
+    tied = _tied_runs(keys, order)
+    if tied is not None:
+        positions, run = tied
+        order[positions] = _rows_by_rank(run, order[positions])
+    return order
+
+
+def _order_with_random_ties(keys: np.ndarray, randoms: np.ndarray) -> np.ndarray:
+    """`order_with_random_ties` for keys that are not whole numbers: the (unstable) default sort, then
+    only the rows of tied keys are ordered by their random number."""
+    order = np.argsort(keys)
+    tied = _tied_runs(keys, order)
+    if tied is not None:
+        positions, run = tied
+        rows = order[positions]
+        order[positions] = rows[_order_runs(run, randoms[rows], rows)]
+    return order
+
+
+def _tied_runs(keys: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The positions in `order` (the rows in key order) of rows whose key is tied with another's, and
+    the run of equal keys each lies in (ascending); None without ties."""
     sorted_keys = keys[order]
     tied_with_next = sorted_keys[1:] == sorted_keys[:-1]
     nan = np.isnan(sorted_keys)
     tied_with_next |= nan[1:] & nan[:-1]
-    if tied_with_next.any():
-        run = np.concatenate(([0], np.cumsum(~tied_with_next)))
-        in_tie = np.zeros(len(keys), dtype=bool)
-        in_tie[1:] |= tied_with_next
-        in_tie[:-1] |= tied_with_next
-        positions = np.flatnonzero(in_tie)
-        order[positions] = _rows_by_rank(run[positions], order[positions])
-    return order
+    if not tied_with_next.any():
+        return None
+    run = np.concatenate(([0], np.cumsum(~tied_with_next)))
+    in_tie = np.zeros(len(keys), dtype=bool)
+    in_tie[1:] |= tied_with_next
+    in_tie[:-1] |= tied_with_next
+    positions = np.flatnonzero(in_tie)
+    return positions, run[positions]
 
 
 def _rows_by_rank(ranks: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -140,8 +158,12 @@ def _order_by_rank(ranks: np.ndarray, randoms: np.ndarray, rows: np.ndarray) -> 
     random_bits = min(_RANDOM_BITS, 63 - position_bits - int(ranks.max(initial=0)).bit_length())
     if random_bits < 0:  # beyond 2**31 rows: too many for the position to fit next to the rank
         return _order_by_rank_argsort(ranks, randoms, rows)
-    kept = (randoms * float(1 << _RANDOM_BITS)).astype(np.int64) >> (_RANDOM_BITS - random_bits)
-    keys = (ranks.astype(np.int64) << (random_bits + position_bits)) | (kept << position_bits)
+    # A random number's top bits: it is a multiple of 2**-53, so scaling by a power of two is exact.
+    kept = (randoms * float(1 << random_bits)).astype(np.int64)
+    kept <<= position_bits
+    keys = np.left_shift(ranks, random_bits + position_bits, dtype=np.int64)
+    keys |= kept
+    del kept
     keys |= np.arange(len(ranks), dtype=np.int64)
     keys.sort()
     order = keys & ((1 << position_bits) - 1)

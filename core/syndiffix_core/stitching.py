@@ -25,7 +25,7 @@ import pandas as pd
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.forest import null_mapping, snap_range
-from syndiffix_core.random_ties import dense_ranks, order_by_rank_with_random_ties, order_with_random_ties
+from syndiffix_core.random_ties import order_by_rank_with_random_ties, ranked_order_with_random_ties
 from syndiffix_core.stitch_values import choose_stitch_values
 from syndiffix_core.threads import map_in_threads
 
@@ -319,9 +319,9 @@ def _calibrated_rows(
     own, each as often as its share of the side's rows gives (quantiles at the output's row count; ties
     among the side's rows in random order by `side_randoms`)."""
     n_out, n_right = len(rows), len(values)
-    by_value = order_with_random_ties(values, side_randoms)
-    # the output's keys are some of the side's: their ranks in the side's order sort as they do
-    by_output = order_by_rank_with_random_ties(dense_ranks(values, by_value)[rows], output_randoms)
+    by_value, ranks = ranked_order_with_random_ties(values, side_randoms)
+    # the output's keys are some of the side's: their ranks sort as they do
+    by_output = order_by_rank_with_random_ties(ranks[rows], output_randoms)
     quantile = ((np.arange(n_out) + 0.5) * (n_right / n_out)).astype(np.int64)
     calibrated = np.empty(n_out, dtype=np.int64)
     calibrated[by_output] = by_value[quantile]
