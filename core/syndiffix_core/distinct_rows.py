@@ -1,9 +1,10 @@
 """A table of numbers as its distinct rows, each counted as many times as it occurs.
 
-A stitch splits both sides' rows on the stitch columns (stitching.py), and a stitch column is most often
-a code, a date or a small count: ten million rows then hold a few hundred thousand distinct combinations
-of values at most, and work that depends only on a row's values can be done once per combination.
-Finding them takes a few passes over the rows when every column holds whole numbers on a grid of few
+A stitch splits and sorts both sides' rows on the stitch columns (stitching.py), and a stitch column is
+most often a code, a date or a small count: ten million rows then hold a few hundred thousand distinct
+combinations of values at most, and work that depends only on a row's values can be done once per
+combination. Refinement counts the exact values it drew per column the same way (harvest.py). Finding
+them takes a few passes over the rows, no sort, when every column holds whole numbers on a grid of few
 points (a common step from the smallest: category codes, dates in seconds, counts, booleans); other
 columns (measurements, times to the second) are left to the rows themselves.
 """

@@ -27,6 +27,7 @@ from itertools import combinations
 import numpy as np
 
 from .anonymizer import run_starts
+from .distinct_rows import DistinctRows
 from .forest import Forest, Tree, join_arrays
 from .refinement import RefinementDraws
 from .threads import map_in_threads
@@ -305,7 +306,7 @@ class Harvester:
                 rows = np.flatnonzero(open_range[:, j] & (low[:, j] == high[:, j]))
                 if rows.size == 0:
                     continue
-                values, position, counts = np.unique(low[rows, j], return_inverse=True, return_counts=True)
+                values, position, counts = _distinct_values(low[rows, j])
                 keep = self._exact_value_acceptance(columns, pool, values, counts, j)
                 rejected[rows[draws.rng.random(rows.size) >= keep[position]]] = True
             redraw = np.flatnonzero(rejected)
@@ -614,3 +615,12 @@ def _round_carrying(values: np.ndarray) -> np.ndarray:
     """Integers whose running sum tracks the running sum of `values` (fractions carried forward)."""
     running = np.floor(np.cumsum(values) + 1e-9)
     return np.diff(np.r_[0.0, running]).astype(np.int64)
+
+
+def _distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True, return_counts=True)`, by counting where the values are
+    codes, dates or counts (DistinctRows) instead of sorting them."""
+    distinct = DistinctRows.of(values[:, None])
+    if distinct is None:
+        return np.unique(values, return_inverse=True, return_counts=True)
+    return distinct.values[:, 0], distinct.of_row, distinct.counts

@@ -1,6 +1,8 @@
 import numpy as np
+import pytest
 from test_forest import make_forest
 
+from syndiffix_core import harvest
 from syndiffix_core.harvest import Harvester
 
 
@@ -143,3 +145,17 @@ def test_pools_harvested_side_by_side_are_the_pools_harvested_one_by_one(monkeyp
         lazy += int(got.placeholder.sum())
     assert lazy > 0, "the pools hold placeholders to refine"
     np.testing.assert_array_equal(together.harvest(columns).low, alone.harvest(columns).low)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        6.9e9 + 86_400.0 * np.random.default_rng(1).integers(0, 50, 2_000),  # dates: counted
+        np.random.default_rng(2).integers(-5, 5, 2_000).astype(float),  # counts: counted
+        np.round(np.random.default_rng(3).normal(size=2_000), 1),  # measurements: sorted
+    ],
+)
+def test_distinct_values_are_np_unique(values):
+    expected = np.unique(values, return_inverse=True, return_counts=True)
+    for got, wanted in zip(harvest._distinct_values(values), expected, strict=True):
+        np.testing.assert_array_equal(got, wanted)
