@@ -179,7 +179,7 @@ class MicrodataBuilder:
         drawn = np.where(singular, lo, first_index + np.floor(rng.random(lo.size) * span))
         drawn = np.clip(np.rint(drawn), 0, max(last, 0))
         safe = self.safe_string_indices(column)
-        exact = singular | np.isin(drawn, safe)
+        exact = singular | _in_index_set(drawn, safe, max(last, 0) + 1)
         drawn[null] = np.nan
         if last < 0:  # the column holds nulls only
             return codec.decode_compact(np.full(lo.size, np.nan)), drawn
@@ -187,6 +187,15 @@ class MicrodataBuilder:
             drawn, exact, first_index.astype(np.int64), last_index.astype(np.int64)
         )
         return series, drawn
+
+
+def _in_index_set(indices: np.ndarray, members: np.ndarray, size: int) -> np.ndarray:
+    """`np.isin(indices, members)` for indices that are whole numbers in [0, size) or NaN, by a look-up
+    in a table of `size` flags instead of sorting the indices (10M rows: a few hundred ms)."""
+    table = np.zeros(size + 1, dtype=bool)  # the last flag, never set, answers NaN
+    members = members[(members >= 0) & (members < size) & (members == np.floor(members))]
+    table[members.astype(np.intp)] = True
+    return table.take(np.where(np.isnan(indices), size, indices).astype(np.intp))
 
 
 def _grid_step(codec: ColumnCodec) -> float | None:

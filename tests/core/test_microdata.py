@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 from test_forest import make_forest
 
+from syndiffix_core import microdata
 from syndiffix_core.columns import encode_frame
 from syndiffix_core.harvest import Buckets
 from syndiffix_core.microdata import MicrodataBuilder
@@ -91,3 +92,12 @@ def test_strings_and_dates_are_held_as_categories_until_output():
         assert typed.dtype == frame[column].dtype
         assert set(typed) <= set(frame[column])
     assert all(type(day) is dt.date for day in builder.codecs[0].expand(data.values[0]))
+
+
+def test_index_set_look_up_is_np_isin():
+    rng = np.random.default_rng(5)
+    indices = rng.integers(0, 40, 5_000).astype(float)
+    indices[rng.random(5_000) < 0.1] = np.nan
+    members = np.array([0.0, 3.0, 39.0, 17.0, 2.5, -1.0, 40.0, 1e9])  # the last four can match nothing
+    np.testing.assert_array_equal(microdata._in_index_set(indices, members, 40), np.isin(indices, members))
+    assert not microdata._in_index_set(indices, np.zeros(0), 40).any()
