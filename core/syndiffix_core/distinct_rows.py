@@ -58,8 +58,24 @@ class DistinctRows:
         for grid in reversed(grids):
             present, code = np.divmod(present, grid.size)
             columns.append(grid.value(code))
-        distinct = np.column_stack(columns[::-1]) if columns else np.zeros((0, 0))
-        return cls(distinct, counts[counts > 0], of_row)
+        return cls(np.column_stack(columns[::-1]), counts[counts > 0], of_row)
+
+
+def whole_number_steps(values: np.ndarray) -> tuple[int, int, int, np.ndarray] | None:
+    """(low, high, step, steps) of float values that are all whole numbers within int64: each value is
+    ``low + step * steps[i]`` with `step` the largest whole number dividing every distance from `low`
+    (a date column's seconds are a day apart); None for other values (fractions, NaN, inf) or none."""
+    whole = values.astype(np.int64)  # (NaN, inf and numbers beyond int64 come out unequal)
+    if len(whole) == 0 or not np.equal(whole, values).all():
+        return None
+    low, high = int(whole.min()), int(whole.max())
+    if high - low >= 1 << 62:
+        return None
+    whole -= low
+    step = int(np.gcd.reduce(whole)) or 1
+    if step > 1:
+        whole //= step
+    return low, high, step, whole
 
 
 @dataclass(frozen=True)
@@ -73,20 +89,12 @@ class _Grid:
 
     @classmethod
     def of(cls, column: np.ndarray) -> _Grid | None:
-        whole = column.astype(np.int64)  # (NaN, inf and numbers beyond int64 come out unequal)
-        if len(whole) == 0 or not np.equal(whole, column).all():
+        steps = whole_number_steps(column)
+        if steps is None:
             return None
-        low, high = int(whole.min()), int(whole.max())
-        if high - low >= 1 << 62:
-            return None
-        whole -= low
-        step = int(np.gcd.reduce(whole)) or 1
+        low, high, step, codes = steps
         size = (high - low) // step + 1
-        if size > MAX_COLUMN_STEPS:
-            return None
-        if step > 1:
-            whole //= step
-        return cls(low, step, size, whole)
+        return None if size > MAX_COLUMN_STEPS else cls(low, step, size, codes)
 
     def value(self, code: np.ndarray) -> np.ndarray:
         """The column's value of each code, as the float it was (whole numbers: exact)."""

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from syndiffix_core.distinct_rows import whole_number_steps
+
 # `Generator.random` gives multiples of 2**-53, so a random number times 2**53 is an exact integer.
 _RANDOM_BITS = 53
 # Whole-number keys spanning fewer values than this are sorted in one composite integer sort.
@@ -47,13 +49,18 @@ def order_by_rank_with_random_ties(ranks: np.ndarray, randoms: np.ndarray) -> np
     return _order_by_rank(ranks, randoms, np.arange(len(ranks)))
 
 
+def stable_rank_order(ranks: np.ndarray) -> np.ndarray:
+    """`stable_order` of non-negative integer ranks: one integer sort of rank and position."""
+    return _rows_by_rank(ranks, np.arange(len(ranks)))
+
+
 def stable_order(keys: np.ndarray) -> np.ndarray:
     """The permutation `np.argsort(keys, kind="stable")` (NaN last, NaNs equal, ties by position).
     Whole-number keys make one integer sort with the position (as in `order_with_random_ties`); other
     keys are sorted with the (unstable) default sort and only the rows of tied keys ordered again."""
     ranks = _whole_number_ranks(keys)
     if ranks is not None:
-        return _rows_by_rank(ranks, np.arange(len(keys)))
+        return stable_rank_order(ranks)
     order = np.argsort(keys)
     tied = _tied_runs(keys, order)
     if tied is not None:
@@ -125,18 +132,13 @@ def _whole_number_ranks(keys: np.ndarray) -> np.ndarray | None:
     present = keys[~nan] if nan.any() else keys
     if len(present) == 0:
         return np.zeros(len(keys), dtype=np.int64)
-    low, high = present.min(), present.max()
-    if not (np.isfinite(low) and np.isfinite(high)) or high - low >= _WHOLE_SPAN:
+    grid = whole_number_steps(present)
+    if grid is None or grid[1] - grid[0] >= _WHOLE_SPAN:
         return None
-    if not np.array_equal(np.floor(present), present):
-        return None
-    steps = (present - low).astype(np.int64)
-    step = int(np.gcd.reduce(steps)) or 1
-    if step > 1:
-        steps //= step
+    low, high, step, steps = grid
     if not nan.any():
         return steps
-    ranks = np.full(len(keys), int(high - low) // step + 1, dtype=np.int64)
+    ranks = np.full(len(keys), (high - low) // step + 1, dtype=np.int64)
     ranks[~nan] = steps
     return ranks
 

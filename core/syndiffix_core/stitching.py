@@ -25,7 +25,11 @@ import pandas as pd
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.forest import null_mapping, snap_range
-from syndiffix_core.random_ties import order_by_rank_with_random_ties, ranked_order_with_random_ties
+from syndiffix_core.random_ties import (
+    order_by_rank_with_random_ties,
+    ranked_order_with_random_ties,
+    stable_rank_order,
+)
 from syndiffix_core.stitch_values import choose_stitch_values
 from syndiffix_core.threads import map_in_threads
 
@@ -591,18 +595,11 @@ def _group_then_value_order(
 ) -> np.ndarray:
     """The stable order of `rows` by group, then by their stitch values (first stitch column most
     significant): ties keep the random order the rows come in. With the side's distinct rows (numbered
-    in that order), group, distinct row and position make one integer key to sort when they fit 63 bits."""
+    in that order), group and distinct row make one integer rank to sort."""
     if distinct is not None:
-        combinations = (int(slot_group[-1]) + 1 if len(slot_group) else 1) * len(distinct.counts)
-        position_bits = max(1, (len(rows) - 1).bit_length())
-        if (combinations - 1).bit_length() + position_bits <= 63:
-            keys = slot_group * len(distinct.counts)
-            keys += distinct.of_row.take(rows)
-            keys <<= position_bits
-            keys |= np.arange(len(rows))
-            keys.sort()
-            keys &= (1 << position_bits) - 1
-            return keys
+        ranks = slot_group * len(distinct.counts)
+        ranks += distinct.of_row.take(rows)
+        return stable_rank_order(ranks)
     keys = [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
     return np.lexsort(keys)
 
