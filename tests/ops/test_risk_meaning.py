@@ -31,6 +31,12 @@ def test_domains_count_every_value_between_min_and_max_at_the_columns_resolution
         "stamp": 11.0,  # whole hours
         "city": 2.0,
     }
+    # repeated values and nulls change no domain (they are counted over the distinct values)
+    nulls = pd.DataFrame({column: [None] for column in frame.columns}).astype(
+        {"age": "Int64", "price": float, "lat": float, "stamp": "datetime64[ns]"}
+    )
+    repeated = pd.concat([frame, frame.iloc[::-1], nulls], ignore_index=True)
+    assert value_domains(repeated, list(frame.columns)) == value_domains(frame, list(frame.columns))
 
 
 def _birth_dates(rows: int, seed: int) -> pd.DataFrame:
