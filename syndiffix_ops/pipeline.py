@@ -30,7 +30,7 @@ from syndiffix_ops.lineage import (
     ensure_lineage_table,
     insert_lineage,
 )
-from syndiffix_ops.output_quality import html_report, quality_against_source, quality_gate, quality_of_source
+from syndiffix_ops.output_quality import html_report, quality_against_source, quality_gate
 from syndiffix_ops.provenance import code_version, new_run_id
 from syndiffix_ops.risk import RunRisk, column_sets
 from syndiffix_ops.run_checks import (
@@ -55,6 +55,7 @@ from syndiffix_ops.run_result import (
     table_run_result,
     target_columns,
 )
+from syndiffix_ops.source_figures import PendingSourceFigures
 from syndiffix_ops.warehouse import SourceTable, check_row_limit, read_columns, target_type_sql, write_table
 
 log = logging.getLogger(__name__)
@@ -133,45 +134,49 @@ def run_table(
             )
             read_seconds = time.perf_counter() - clock
             notify("read", 1.0)
-            stage.name = "risk"
-            clock = time.perf_counter()
-            run_risk = RunRisk.of_frame(
-                config,
-                table_config,
+            source_figures = PendingSourceFigures(
                 frame,
-                aids,
-                read_names,
-                source_table=source_table.qualified_name,
-                chunk_rows=effective.read_chunk_rows,
+                [output.columns for output in outputs],
+                lambda rows: RunRisk.of_frame(
+                    config,
+                    table_config,
+                    rows,
+                    aids,
+                    read_names,
+                    source_table=source_table.qualified_name,
+                    chunk_rows=effective.read_chunk_rows,
+                ),
             )
-            source_risk_seconds = time.perf_counter() - clock
-            ensure_lineage_table(target_engine, config.target_schema)
-            source_rows = _SourceRows(frame)
-            del frame  # held by source_rows alone, so that the last output's engine can free it
-            for number, output in enumerate(outputs):
-                results.append(
-                    _synthesize_output(
-                        config,
-                        effective,
-                        source_table,
-                        source_engine.url,
-                        target_engine,
-                        output,
-                        source_rows,
-                        aids,
-                        salt_bytes,
-                        run_id=run_id,
-                        airflow=airflow,
-                        started=started,
-                        read_seconds=read_seconds,
-                        report_dir=report_dir,
-                        run_risk=run_risk,
-                        source_risk_seconds=source_risk_seconds,
-                        stage=stage,
-                        notify=lambda stage, fraction, n=number: notify(stage, (n + fraction) / len(outputs)),
-                        last=number == len(outputs) - 1,
+            with source_figures:
+                ensure_lineage_table(target_engine, config.target_schema)
+                source_rows = _SourceRows(frame)
+                del frame  # held by source_rows alone, so that the last output's engine can free it
+                for number, output in enumerate(outputs):
+                    results.append(
+                        _synthesize_output(
+                            config,
+                            effective,
+                            source_table,
+                            source_engine.url,
+                            target_engine,
+                            output,
+                            source_rows,
+                            aids,
+                            salt_bytes,
+                            run_id=run_id,
+                            airflow=airflow,
+                            started=started,
+                            read_seconds=read_seconds,
+                            report_dir=report_dir,
+                            source_figures=source_figures,
+                            number=number,
+                            stage=stage,
+                            notify=lambda stage, fraction, n=number: notify(
+                                stage, (n + fraction) / len(outputs)
+                            ),
+                            last=number == len(outputs) - 1,
+                        )
                     )
-                )
             return results
         except Exception as error:
             if not dry_run and not isinstance(error, RefusedConfigError):
@@ -255,8 +260,8 @@ def _synthesize_output(
     started: dt.datetime,
     read_seconds: float,
     report_dir: Path | None,
-    run_risk: RunRisk | None,
-    source_risk_seconds: float,
+    source_figures: PendingSourceFigures,
+    number: int,
     stage: RunStage,
     notify: Progress,
     last: bool,
@@ -273,7 +278,6 @@ def _synthesize_output(
     assert frame is not None, "the source rows are released only by the last output"
     derived = derive_rules(table, frame[[*aids, *output.columns]], aids, label)
     target_column = getattr(effective.engine_params, "target_column", None)
-    source_quality = quality_of_source(frame[output.columns])
     original = frame[output.columns] if target_column is not None else None  # ML efficacy trains on rows
     inputs = [frame[[*aids, *derived.synthesized]]]
     del frame
@@ -319,6 +323,8 @@ def _synthesize_output(
         # the task log of an Airflow run shows it too, not only the report
         log.warning("%s: over the DP budget: %s", label, dp_release.over_budget)
 
+    figures = source_figures.result(stage)  # computed while the engine ran (source_figures)
+    run_risk, source_quality = figures.risk, figures.quality[number]
     notify("quality", 0.5)
     metrics, risk, quality_seconds, risk_seconds = _figures_of_output(
         lambda: quality_against_source(
@@ -342,7 +348,7 @@ def _synthesize_output(
         notify("risk", 0.5)
         risk_metrics, risk_section = risk
         risk_sections.append(risk_section)
-        timings["risk"] = source_risk_seconds + risk_seconds
+        timings["risk"] = figures.risk_seconds + risk_seconds
     return_freed_memory()
 
     def write_report() -> Path | None:

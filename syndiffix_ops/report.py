@@ -515,16 +515,31 @@ def _categorical_bins(
     for number, (first, last) in enumerate(groups):
         code_of_rank[first:last] = named + number
 
-    def codes_of(series: pd.Series) -> np.ndarray:
+    codes_of = _CategoricalCodes(
+        values, code_of_rank, null_code if null_is_frequent else other_code, other_code
+    )
+    return labels + [_NULL_LABEL, _OTHER_LABEL], codes_of
+
+
+@dataclass
+class _CategoricalCodes:
+    """The codes of a column in a source column's categorical bins (a class, not a closure, so that the
+    source half of the figures can be pickled: see source_figures)."""
+
+    values: pd.Index  # the source's distinct values, most frequent first
+    code_of_rank: np.ndarray
+    null_code: int
+    other_code: int
+
+    def __call__(self, series: pd.Series) -> np.ndarray:
         # each distinct value looked up once (no Python object per row): -1 for nulls and unknown values
         row_codes, uniques = pd.factorize(series, use_na_sentinel=True)
-        rank_of_unique = values.get_indexer(np.asarray(uniques, dtype=object))
+        rank_of_unique = self.values.get_indexer(np.asarray(uniques, dtype=object))
         ranks = np.where(row_codes >= 0, np.r_[rank_of_unique, -1][row_codes], -1)
-        codes = np.where(ranks >= 0, code_of_rank[np.maximum(ranks, 0)] if len(values) else 0, other_code)
-        codes[series.isna().to_numpy()] = null_code if null_is_frequent else other_code
+        known = self.code_of_rank[np.maximum(ranks, 0)] if len(self.values) else 0
+        codes = np.where(ranks >= 0, known, self.other_code)
+        codes[series.isna().to_numpy()] = self.null_code
         return codes
-
-    return labels + [_NULL_LABEL, _OTHER_LABEL], codes_of
 
 
 def _named_and_grouped(
@@ -627,21 +642,33 @@ def _quantile_bins(
         edges = np.empty(0)
         value_labels = [] if heavy.size else _interval_labels(edges, kind, 1.0)
     point_labels = [f"= {_format_point(value, kind)}" for value in heavy]
-    null_is_frequent = nulls >= rare_threshold
-    interval_offset = len(point_labels)
-    null_code = interval_offset + len(value_labels)
+    null_code = len(point_labels) + len(value_labels)
     other_code = null_code + 1
-
-    def codes_of(values: np.ndarray) -> np.ndarray:
-        codes = interval_offset + np.searchsorted(edges, values, side="right")
-        if not value_labels:
-            codes[:] = other_code  # every source value is a point: anything else is new
-        for number, point in enumerate(heavy):
-            codes[values == point] = number
-        codes[np.isnan(values)] = null_code if null_is_frequent else other_code
-        return codes
-
+    codes_of = _QuantileCodes(
+        edges, heavy, bool(value_labels), null_code if nulls >= rare_threshold else other_code, other_code
+    )
     return point_labels + value_labels + [_NULL_LABEL, _OTHER_LABEL], codes_of
+
+
+@dataclass
+class _QuantileCodes:
+    """The codes of values in a source column's quantile bins: point bins first, then the intervals
+    between `edges` (a class, not a closure, so that it can be pickled)."""
+
+    edges: np.ndarray
+    points: np.ndarray  # the values with a bin of their own
+    has_intervals: bool  # False: every source value is a point, anything else is new
+    null_code: int
+    other_code: int
+
+    def __call__(self, values: np.ndarray) -> np.ndarray:
+        codes = self.points.size + np.searchsorted(self.edges, values, side="right")
+        if not self.has_intervals:
+            codes[:] = self.other_code
+        for number, point in enumerate(self.points):
+            codes[values == point] = number
+        codes[np.isnan(values)] = self.null_code
+        return codes
 
 
 def _format_point(value: float, kind: str) -> str:

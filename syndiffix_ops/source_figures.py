@@ -1,0 +1,158 @@
+"""The source's own figures of a run (its risk sketches and the source half of each output's quality
+figures), computed in a forked process while the engine synthesizes.
+
+Both only read the source frame, and the run needs them only after synthesis, when the output's risk
+and quality figures are compared with them. Computed on the run's own thread before synthesis, they
+held the engine back (at 10M rows by half a minute); on a second thread they gain little, for much of
+their time goes to Python between numpy calls, which the GIL serializes. A process forked after the
+read shares the frame copy-on-write and computes them on another core while the engine encodes the
+rows, builds its 1-dim trees and plans its clusters; it writes them to a file and exits, which also
+lets go of the source rows' pages that the engine frees once it has encoded them.
+
+Like the engine's workers, the process is forked, waited for and reaped by the calling thread. Without
+the "fork" start method (the Windows and macOS defaults), or in a process that may have no children (a
+daemonic one, such as a Celery prefork worker), the figures are computed in this process when started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from syndiffix_core.workers import can_fork
+from syndiffix_ops.failed_runs import RunStage
+from syndiffix_ops.output_quality import quality_of_source
+from syndiffix_ops.report import SourceQuality
+from syndiffix_ops.risk import RunRisk
+
+
+@dataclass
+class SourceFigures:
+    risk: RunRisk | None  # None when the config disables risk
+    risk_seconds: float
+    quality: list[SourceQuality]  # one per output, in the order of `output_columns`
+
+
+# (True, figures) or (False, the error, the run stage it stopped: "risk" or "quality")
+_Outcome = tuple[bool, Any] | tuple[bool, BaseException, str]
+
+
+class PendingSourceFigures:
+    """The source's figures, computed in a forked child from the moment this is made; `result()` waits
+    for them. Use it as a context manager: leaving it early (a failed run) stops the child."""
+
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        output_columns: Sequence[Sequence[str]],
+        sketch_risk: Callable[[pd.DataFrame], RunRisk | None],
+    ):
+        self._outcome: _Outcome | None = None
+        self._pid: int | None = None
+        self._directory: Path | None = None
+        if not can_fork():
+            self._outcome = _outcome(frame, output_columns, sketch_risk)
+            return
+        self._directory = Path(tempfile.mkdtemp(prefix="syndiffix-source-figures-"))
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the child: nothing may escape it, and os._exit ends it without any cleanup
+            code = 1
+            try:
+                _write(self._file, _outcome(frame, output_columns, sketch_risk), parent)
+                code = 0
+            finally:
+                os._exit(code)
+        self._pid = pid  # and no reference to the frame stays with this object
+
+    @property
+    def _file(self) -> Path:
+        assert self._directory is not None
+        return self._directory / "figures.pickle"
+
+    def result(self, stage: RunStage) -> SourceFigures:
+        """The figures; their error, if any, with `stage` set to the stage it stopped."""
+        if self._outcome is None:
+            status = self._reap()
+            try:
+                with self._file.open("rb") as file:
+                    self._outcome = pickle.load(file)
+            except FileNotFoundError:
+                how = f"signal {-status}" if status < 0 else f"exit code {status}"
+                stage.name = "risk"
+                raise RuntimeError(
+                    f"the process computing the source's risk and quality figures ended without them ({how})"
+                ) from None
+            finally:
+                self.close()
+        if not self._outcome[0]:
+            _, error, stage.name = self._outcome
+            raise error
+        return self._outcome[1]
+
+    def close(self) -> None:
+        """Stops the child if it still runs, reaps it and removes its file."""
+        if self._pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, signal.SIGKILL)
+            self._reap()
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
+
+    def _reap(self) -> int:
+        """The child's exit status (negative: the signal that ended it)."""
+        assert self._pid is not None
+        _, status = os.waitpid(self._pid, 0)
+        self._pid = None
+        return os.waitstatus_to_exitcode(status)
+
+    def __enter__(self) -> PendingSourceFigures:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _outcome(
+    frame: pd.DataFrame,
+    output_columns: Sequence[Sequence[str]],
+    sketch_risk: Callable[[pd.DataFrame], RunRisk | None],
+) -> _Outcome:
+    """The risk sketches, then each output's source quality half."""
+    clock = time.perf_counter()
+    try:
+        risk = sketch_risk(frame)
+    except Exception as error:
+        return False, error, "risk"
+    risk_seconds = time.perf_counter() - clock
+    try:
+        quality = [quality_of_source(frame[list(columns)]) for columns in output_columns]
+    except Exception as error:
+        return False, error, "quality"
+    return True, SourceFigures(risk, risk_seconds, quality)
+
+
+def _write(file: Path, outcome: _Outcome, parent: int) -> None:
+    if os.getppid() != parent:
+        return  # the run is gone: nobody would read it
+    partial = file.with_suffix(".partial")  # renamed when whole: the parent never reads half a file
+    try:
+        with partial.open("wb") as out:
+            pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as error:  # an error that cannot be pickled: pass on what it said
+        failed = RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} ({error})")
+        with partial.open("wb") as out:
+            pickle.dump((False, failed, outcome[2] if len(outcome) == 3 else "quality"), out)
+    partial.replace(file)
