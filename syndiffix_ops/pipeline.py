@@ -11,7 +11,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -225,18 +225,35 @@ class _SourceRows:
         self.frame = None
 
 
-def _figures_of_output(
-    quality: Callable[[], dict[str, Any] | None], risk: Callable[[], tuple[dict[str, Any], Any]] | None
-) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], Any] | None, float, float]:
-    """(quality figures, risk figures or None, seconds of each) of one output, computed side by side:
-    both only read the synthetic frame, and most of their time is spent in numpy and pandas calls that
-    release the GIL (bench_scale's table at 2M rows: 6.2 s one after the other, 4.1 s side by side).
-    An error in either is raised once both have ended."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="risk-figures") as pool:
-        risk_job = None if risk is None else pool.submit(_timed, risk)
-        metrics, quality_seconds = _timed(quality)
-        risk_result, risk_seconds = (None, 0.0) if risk_job is None else risk_job.result()
-    return metrics, risk_result, quality_seconds, risk_seconds
+class _OutputFigures:
+    """The quality figures and the risk figures (or None) of one output, computed side by side on two
+    threads from the moment this is made, while the calling thread stages the write: all three only
+    read the synthetic frame, and most of their time is spent in numpy and pandas calls that release
+    the GIL (bench_scale's table at 2M rows: figures 6.2 s one after the other, 4.1 s side by side).
+    `result()` waits for both; an error in either is raised once both have ended, and leaving the
+    `with` block waits for them too."""
+
+    def __init__(
+        self,
+        quality: Callable[[], dict[str, Any] | None],
+        risk: Callable[[], tuple[dict[str, Any], Any]] | None,
+    ):
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="output-figures")
+        self._quality = self._pool.submit(_timed, quality)
+        self._risk = None if risk is None else self._pool.submit(_timed, risk)
+
+    def result(self) -> tuple[dict[str, Any] | None, tuple[dict[str, Any], Any] | None, float, float]:
+        """(quality figures, risk figures or None, seconds of each)."""
+        wait([self._quality] + ([self._risk] if self._risk is not None else []))
+        metrics, quality_seconds = self._quality.result()
+        risk, risk_seconds = (None, 0.0) if self._risk is None else self._risk.result()
+        return metrics, risk, quality_seconds, risk_seconds
+
+    def __enter__(self) -> _OutputFigures:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._pool.shutdown(wait=True)
 
 
 def _timed(function: Callable[[], Any]) -> tuple[Any, float]:
@@ -325,31 +342,8 @@ def _synthesize_output(
 
     figures = source_figures.result(stage)  # computed while the engine ran (source_figures)
     run_risk, source_quality = figures.risk, figures.quality[number]
-    notify("quality", 0.5)
-    metrics, risk, quality_seconds, risk_seconds = _figures_of_output(
-        lambda: quality_against_source(
-            source_quality, synthetic, effective.quality, target_column=target_column, original=original
-        ),
-        None if run_risk is None else lambda: run_risk.for_output(synthetic, output.columns),
-    )
-    if metrics is not None and "evaluation" in metadata:
-        # engines that evaluate themselves (dp_marginals: the showcase's k-tuple metrics) add a section
-        metrics[f"{engine.name}_evaluation"] = metadata["evaluation"]
-    if metrics is not None and "epsilon_spent" in metadata:
-        from syndiffix_ops.report import dp_budget
-
-        metrics["dp_budget"] = {
-            **dp_budget(metadata, identity, effective.engine_params),
-            **(dp_release.report_fields() if dp_release is not None else {}),
-        }
-    timings["quality"] = quality_seconds
+    metrics: dict[str, Any] | None = None
     risk_metrics, risk_sections = None, []
-    if risk is not None:
-        notify("risk", 0.5)
-        risk_metrics, risk_section = risk
-        risk_sections.append(risk_section)
-        timings["risk"] = figures.risk_seconds + risk_seconds
-    return_freed_memory()
 
     def write_report() -> Path | None:
         if report_dir is None:
@@ -370,14 +364,40 @@ def _synthesize_output(
         timings["report"] = time.perf_counter() - clock
         return path
 
-    gate = quality_gate(metrics, effective.quality)
-    if gate is not None:
-        write_report()  # the reviewer sees why the copy was not written
+    def review(output_figures: _OutputFigures) -> None:
+        """The output's figures and the quality gate: run once the rows are staged, before the target
+        is touched, so a refused copy leaves it as it was."""
+        nonlocal metrics, risk_metrics, waited
         stage.name = "quality"
-        raise QualityGateError(f"{label}: {gate}; nothing written, the previous copy is kept")
+        clock = time.perf_counter()
+        metrics, risk, quality_seconds, risk_seconds = output_figures.result()
+        waited = time.perf_counter() - clock
+        if metrics is not None and "evaluation" in metadata:
+            # engines that evaluate themselves (dp_marginals: the showcase's k-tuple metrics) add a section
+            metrics[f"{engine.name}_evaluation"] = metadata["evaluation"]
+        if metrics is not None and "epsilon_spent" in metadata:
+            from syndiffix_ops.report import dp_budget
 
+            metrics["dp_budget"] = {
+                **dp_budget(metadata, identity, effective.engine_params),
+                **(dp_release.report_fields() if dp_release is not None else {}),
+            }
+        timings["quality"] = quality_seconds
+        if risk is not None:
+            notify("risk", 0.5)
+            risk_metrics, risk_section = risk
+            risk_sections.append(risk_section)
+            timings["risk"] = figures.risk_seconds + risk_seconds
+        gate = quality_gate(metrics, effective.quality)
+        if gate is not None:
+            write_report()  # the reviewer sees why the copy was not written
+            stage.name = "quality"
+            raise QualityGateError(f"{label}: {gate}; nothing written, the previous copy is kept")
+        notify("write", 0.5)
+
+    waited = 0.0  # by the write, for the figures
     clock = time.perf_counter()
-    notify("write", 0.5)
+    notify("quality", 0.5)
     columns = target_columns(source, output.columns)
     record_columns = [
         {
@@ -421,18 +441,28 @@ def _synthesize_output(
         insert_lineage(conn, config.target_schema, record)
         records.append(record)
 
-    write_table(
-        target,
-        schema=config.target_schema,
-        name=output.target,
-        columns=columns,
-        frame=synthetic,
-        source_dialect=source.dialect,
-        replace=effective.mode is WriteMode.REPLACE,
-        before_commit=record_lineage,
-        progress=lambda step: notify(f"write: {step}", 0.8 if step == "staged" else 0.9),
-    )
-    timings["write"] = time.perf_counter() - clock
+    # The rows are staged while the output's figures are computed; the swap waits for their review.
+    with _OutputFigures(
+        lambda: quality_against_source(
+            source_quality, synthetic, effective.quality, target_column=target_column, original=original
+        ),
+        None if run_risk is None else lambda: run_risk.for_output(synthetic, output.columns),
+    ) as output_figures:
+        stage.name = "write"
+        write_table(
+            target,
+            schema=config.target_schema,
+            name=output.target,
+            columns=columns,
+            frame=synthetic,
+            source_dialect=source.dialect,
+            replace=effective.mode is WriteMode.REPLACE,
+            before_swap=lambda: review(output_figures),
+            before_commit=record_lineage,
+            progress=lambda step: notify(f"write: {step}", 0.8 if step == "staged" else 0.9),
+        )
+    return_freed_memory()
+    timings["write"] = time.perf_counter() - clock - waited
     notify("write", 1.0)
     log.info(
         "%s: wrote %d synthetic rows to %s",
@@ -440,7 +470,6 @@ def _synthesize_output(
         len(synthetic),
         qualified_name(config.target_schema, output.target),
     )
-
     report_path = write_report()
     return table_run_result(
         config,

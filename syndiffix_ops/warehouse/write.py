@@ -128,27 +128,45 @@ def write_table(
     source_dialect: str,
     replace: bool,
     before_commit: Callable[[sa.Connection], None],
+    before_swap: Callable[[], None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> None:
     """Write the frame's `columns` into one table and run before_commit atomically with it; `replace`
     swaps a staging table in, otherwise rows are appended to the existing table.
 
-    `progress` hears "staged" once the rows are in the staging table and "swapped" once it has taken
-    the target's name (before before_commit and the commit; on MySQL/MariaDB the rename is committed).
+    `before_swap` runs once the rows are staged, before the target is touched (when appending, before
+    anything is written); what it raises leaves the target as it was and drops the staged rows.
+    `progress` hears "staged" once the rows are in the staging table (and before_swap has passed) and
+    "swapped" once it has taken the target's name (before before_commit and the commit; on
+    MySQL/MariaDB the rename is committed).
     """
     dialect = engine.dialect
     if dialect.name in ("mysql", "mariadb"):
         writer = _replace_mysql if replace else _append
     else:
         writer = _replace_transactional if replace else _append
-    writer(engine, schema, name, columns, frame, source_dialect, before_commit, progress or _silent)
+    steps = _Steps(before_swap or _nothing, before_commit, progress or _silent)
+    writer(engine, schema, name, columns, frame, source_dialect, steps)
+
+
+@dataclass(frozen=True)
+class _Steps:
+    """What a writer calls between its own steps."""
+
+    before_swap: Callable[[], None]
+    before_commit: Callable[[sa.Connection], None]
+    progress: Callable[[str], None]
+
+
+def _nothing() -> None:
+    pass
 
 
 def _silent(step: str) -> None:
     pass
 
 
-def _replace_transactional(engine, schema, name, columns, frame, source_dialect, before_commit, progress):
+def _replace_transactional(engine, schema, name, columns, frame, source_dialect, steps: _Steps) -> None:
     staging_name = derived_name(STAGING_PREFIX, name, uuid.uuid4().hex[:16])
     staging = synthetic_table(staging_name, schema, columns, source_dialect, engine.dialect)
     with engine.connect() as conn:
@@ -157,22 +175,23 @@ def _replace_transactional(engine, schema, name, columns, frame, source_dialect,
             create_enum_types(conn, staging)
             staging.create(conn)
             insert_rows(conn, staging, columns, frame)
-            progress("staged")
+            steps.before_swap()
+            steps.progress("staged")
             locks.lock_transaction(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS)
             if sa.inspect(conn).has_table(name, schema=schema):
                 sa.Table(name, sa.MetaData(), schema=schema).drop(conn)
             conn.exec_driver_sql(
                 f"ALTER TABLE {format_table(conn, staging)} RENAME TO {conn.dialect.identifier_preparer.quote(name)}"
             )
-            progress("swapped")
-            before_commit(conn)
+            steps.progress("swapped")
+            steps.before_commit(conn)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
 
 
-def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_commit, progress) -> None:
+def _replace_mysql(engine, schema, name, columns, frame, source_dialect, steps: _Steps) -> None:
     run = uuid.uuid4().hex[:16]
     staging = synthetic_table(
         derived_name(STAGING_PREFIX, name, run), schema, columns, source_dialect, engine.dialect
@@ -190,7 +209,8 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
             conn.commit()
             insert_rows(conn, staging, columns, frame)
             conn.commit()
-            progress("staged")
+            steps.before_swap()
+            steps.progress("staged")
             had_previous = sa.inspect(conn).has_table(name, schema=schema)
             if had_previous:
                 conn.exec_driver_sql(
@@ -200,8 +220,8 @@ def _replace_mysql(engine, schema, name, columns, frame, source_dialect, before_
                 conn.exec_driver_sql(f"RENAME TABLE {fmt(staging)} TO {fmt(target)}")
             conn.commit()
             try:
-                progress("swapped")
-                before_commit(conn)
+                steps.progress("swapped")
+                steps.before_commit(conn)
                 conn.commit()
             except BaseException:
                 conn.rollback()
@@ -246,7 +266,8 @@ def drop_leftovers(conn: sa.Connection, schema: str | None, name: str) -> list[s
     return leftovers
 
 
-def _append(engine, schema, name, columns, frame, source_dialect, before_commit, progress) -> None:
+def _append(engine, schema, name, columns, frame, source_dialect, steps: _Steps) -> None:
+    steps.before_swap()  # nothing to stage: the rows go into the target itself
     with (
         engine.connect() as conn,
         locks.session_lock(conn, schema, name, locks.SWAP_LOCK_TIMEOUT_SECONDS),
@@ -263,7 +284,7 @@ def _append(engine, schema, name, columns, frame, source_dialect, before_commit,
                 create_enum_types(conn, table)
                 table.create(conn)
             insert_rows(conn, table, columns, frame)
-            before_commit(conn)
+            steps.before_commit(conn)
             conn.commit()
         except BaseException:
             conn.rollback()

@@ -472,6 +472,32 @@ def test_the_quality_gate_keeps_the_previous_copy_and_records_why(tmp_path):
     engine.dispose()
 
 
+def test_a_copy_refused_by_the_gate_after_its_rows_were_staged_leaves_no_trace(warehouse_db, tmp_path):
+    # the rows are staged while the figures are computed; the gate refuses before the swap
+    engine, schema = warehouse_db
+    _make_source(engine, schema)
+    config = _config(engine, schema)
+    run_table(config, "orders_synth", salt=SALT)
+    before_rows = _rows(engine, schema, "orders_synth")
+    before_tables = sorted(sa.inspect(engine).get_table_names(schema=schema))
+    strict = config.model_copy(
+        update={"quality": config.quality.model_copy(update={"fail_below_score": 99.99})}
+    )
+    reported = []
+    with pytest.raises(QualityGateError, match="nothing written"):
+        run_table(
+            strict,
+            "orders_synth",
+            salt=b"another salt",
+            report_dir=tmp_path / "r",
+            progress=lambda stage, fraction: reported.append(stage),
+        )
+    assert _rows(engine, schema, "orders_synth") == before_rows
+    assert sorted(sa.inspect(engine).get_table_names(schema=schema)) == before_tables  # no staging table
+    assert _lineage(engine, schema)[-1]["error_stage"] == "quality"
+    assert not any(stage.startswith("write:") for stage in reported)  # neither "staged" nor "swapped"
+
+
 def test_a_tables_own_quality_thresholds_flag_and_gate_only_that_table(tmp_path):
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'warehouse.db'}")
     _make_source(engine, None)
@@ -519,9 +545,24 @@ def test_an_outputs_risk_figures_are_computed_beside_its_quality_figures():
         risk_started.set()
         return {"risk": 1}, "section"
 
-    metrics, risk_result, _, _ = pipeline._figures_of_output(quality, risk)
+    with pipeline._OutputFigures(quality, risk) as figures:
+        metrics, risk_result, _, _ = figures.result()
     assert metrics == {"scores": {}} and risk_result == ({"risk": 1}, "section")
-    assert pipeline._figures_of_output(lambda: None, None)[:2] == (None, None)
+    with pipeline._OutputFigures(lambda: None, None) as figures:
+        assert figures.result()[:2] == (None, None)
+
+
+def test_an_outputs_figures_are_computed_while_the_calling_thread_goes_on():
+    written = threading.Event()
+
+    def quality():
+        # the calling thread stages the write meanwhile: waiting for the figures first would time out
+        assert written.wait(timeout=30)
+        return {"scores": {}}
+
+    with pipeline._OutputFigures(quality, None) as figures:
+        written.set()
+        assert figures.result()[0] == {"scores": {}}
 
 
 def test_an_error_in_either_figures_is_raised_once_both_have_ended():
@@ -534,8 +575,11 @@ def test_an_error_in_either_figures_is_raised_once_both_have_ended():
         ended.append("quality")
         return {}
 
-    with pytest.raises(ValueError, match="risk sketch broke"):
-        pipeline._figures_of_output(quality, failing_risk)
+    with (
+        pytest.raises(ValueError, match="risk sketch broke"),
+        pipeline._OutputFigures(quality, failing_risk) as figures,
+    ):
+        figures.result()
     assert ended == ["quality"]
 
     quality_failed = threading.Event()
@@ -550,6 +594,9 @@ def test_an_error_in_either_figures_is_raised_once_both_have_ended():
         ended.append("risk")
         return {}, None
 
-    with pytest.raises(RuntimeError, match="binning broke"):
-        pipeline._figures_of_output(failing_quality, risk_still_running)
+    with (
+        pytest.raises(RuntimeError, match="binning broke"),
+        pipeline._OutputFigures(failing_quality, risk_still_running) as figures,
+    ):
+        figures.result()
     assert ended == ["quality", "risk"]

@@ -142,6 +142,53 @@ def test_append_adds_rows_and_refuses_a_target_of_another_shape(warehouse_db):
         )
 
 
+def test_before_swap_runs_with_the_rows_staged_and_what_it_raises_leaves_the_target_as_it_was(warehouse_db):
+    engine, schema = warehouse_db
+    _write(engine, schema, "t", [1], ["a"])
+    seen = []
+
+    def review_staged():
+        # the rows are in a staging table, the target still holds the previous copy
+        seen.append((_rows(engine, schema, "t"), len(_leftovers(engine, schema))))
+        raise InjectedFailure("held back")
+
+    for replace in (True, False):
+        with pytest.raises(InjectedFailure):
+            write_table(
+                engine,
+                schema=schema,
+                name="t",
+                columns=_columns(),
+                frame=pd.DataFrame({"id": [2, 3], "label": ["b", "c"]}),
+                source_dialect=engine.dialect.name,
+                replace=replace,
+                before_swap=review_staged,
+                before_commit=lambda conn: None,
+            )
+        assert _rows(engine, schema, "t") == [(1, "a")]
+        assert _leftovers(engine, schema) == []
+    # PostgreSQL and SQLite stage inside the write's transaction (another connection sees no staging
+    # table); MariaDB commits it first. Appending stages nothing: the review comes before any write.
+    staged_tables = 1 if engine.dialect.name in ("mysql", "mariadb") else 0
+    assert seen == [([(1, "a")], staged_tables), ([(1, "a")], 0)]
+
+    events = []
+    write_table(
+        engine,
+        schema=schema,
+        name="t",
+        columns=_columns(),
+        frame=pd.DataFrame({"id": [2], "label": ["b"]}),
+        source_dialect=engine.dialect.name,
+        replace=True,
+        before_swap=lambda: events.append("reviewed"),
+        before_commit=lambda conn: events.append("lineage"),
+        progress=events.append,
+    )
+    assert events == ["reviewed", "staged", "swapped", "lineage"]
+    assert _rows(engine, schema, "t") == [(2, "b")]
+
+
 def test_names_with_quotes_spaces_semicolons_unicode_and_reserved_words_round_trip(warehouse_db):
     engine, schema = warehouse_db
     source_table = sa.Table(
