@@ -9,8 +9,8 @@ cluster spends much of its time in Python-level bookkeeping between numpy calls,
 serialize on the GIL.
 
 Every worker is forked before any starts and waits on a pipe of its own for its turn, so each starts
-from the parent's pages as they were before stitching began. Turns go in plan order, at most `workers`
-at a time. A worker that is done writes its microdata to a file of a temporary directory, hands the
+from the parent's pages as they were before stitching began. Turns go in a start order the caller
+chooses (plan order by default), at most `workers` at a time. A worker that is done writes its microdata to a file of a temporary directory, hands the
 next turn on itself and exits: the parent, which stitches clusters in plan order as it needs them, is
 often busy stitching when a worker finishes, and neither the next worker's start nor the finished
 worker's memory waits for it. The parent reads a cluster's file when it stitches that cluster.
@@ -71,7 +71,8 @@ class _Turns:
 
     NOBODY, ANY = -1, -2  # `wanted` when the calling process waits for no slot / for any slot
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, start_order: Sequence[int]):
+        self.start_order = list(start_order)  # cluster indices in the order their turns come
         pipes = [_FORK.Pipe(duplex=False) for _ in range(count)]
         self.receivers = [receiver for receiver, _ in pipes]
         self.senders = [sender for _, sender in pipes]
@@ -86,8 +87,8 @@ class _Turns:
         """The first `slots` clusters start."""
         with self.lock:
             self.next.value = slots
-        for index in range(slots):
-            self._send(self.senders[index])
+        for position in range(slots):
+            self._send(self.senders[self.start_order[position]])
 
     def finished(self, index: int) -> bool:
         """Hand on the slot of a finished (or dead) cluster, once; False if the lock could not be had (a
@@ -137,7 +138,7 @@ class _Turns:
             self.wanted.value = self.NOBODY
             self._send(self.caller_sender)
         elif self.next.value < len(self.senders):
-            self._send(self.senders[self.next.value])
+            self._send(self.senders[self.start_order[self.next.value]])
             self.next.value += 1
         else:
             self.free.value += 1
@@ -188,8 +189,9 @@ def _write(path: Path, outcome: tuple[bool, Any]) -> None:
 
 
 class ParallelMaterializer:
-    """Materializes the clusters in plan order on at most `workers` cores; calling it with a cluster
-    waits for that cluster's microdata (re-raising its error).
+    """Materializes the clusters on at most `workers` cores, starting them in `start_order` (indices
+    into `clusters`; default: their order); calling it with a cluster waits for that cluster's
+    microdata (re-raising its error).
 
     Every cluster's worker is forked at once, from this process as it is now (its freed heap pages
     returned first), and waits for its turn: a worker's resident set starts from that, not from what
@@ -208,11 +210,17 @@ class ParallelMaterializer:
         materialize: Callable[[tuple[int, ...]], Any],
         workers: int,
         all_started: Callable[[], None] | None = None,
+        start_order: Sequence[int] | None = None,
     ):
         assert _FORK is not None
         self._clusters = [tuple(columns) for columns in clusters]
+        order = range(len(self._clusters)) if start_order is None else start_order
+        if sorted(order) != list(range(len(self._clusters))):
+            raise ValueError(
+                f"start_order {list(order)} is not an order of the {len(self._clusters)} clusters"
+            )
         self._directory = Path(tempfile.mkdtemp(prefix="syndiffix-clusters-"))
-        self._turns = _Turns(len(self._clusters))
+        self._turns = _Turns(len(self._clusters), order)
         self._processes: dict[int, multiprocessing.process.BaseProcess] = {}  # not reaped yet
         self._exit_codes: dict[int, int] = {}
         self._read_already: set[int] = set()

@@ -201,6 +201,49 @@ def _turns_logged() -> list[str]:
     return path.read_text().split("\n")[:-1] if path.exists() else []
 
 
+def test_clusters_start_in_the_given_order_and_are_returned_as_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    _TURNS_LOG[:] = [tmp_path / "turns.log"]
+    clusters = [(1,), (2,), (3,), (4,)]
+    parallel = ParallelMaterializer(clusters, _square_logging_its_turn, workers=1, start_order=[2, 0, 3, 1])
+    try:
+        # asked for in plan order: cluster (1,) comes second, (2,) last, so the caller waits for each
+        assert [parallel(columns) for columns in clusters] == [1, 4, 9, 16]
+        assert _turns_logged() == [
+            "start 3",
+            "end 3",
+            "start 1",
+            "end 1",
+            "start 4",
+            "end 4",
+            "start 2",
+            "end 2",
+        ]
+    finally:
+        parallel.close()
+    assert _live_children() == []
+    with pytest.raises(ValueError, match="not an order of the 2 clusters"):
+        ParallelMaterializer([(1,), (2,)], _square_logging_its_turn, workers=1, start_order=[0, 0])
+
+
+def test_the_largest_clusters_start_first():
+    clusters = [(0, 1), (1, 2, 3, 4, 5), (3, 6), (3, 5, 7, 8), (8, 9, 10, 11)]
+    assert synthesizer._largest_first(clusters) == [1, 3, 4, 0, 2]
+    assert synthesizer._largest_first([(0,), (1,)]) == [0, 1]
+
+
+def test_two_workers_starting_the_largest_cluster_first_give_the_single_worker_output(caplog):
+    table, _ = generated_table(3000, 8)
+    one = synthesize(table, salt="start order", workers=1)
+    with caplog.at_level(logging.INFO, logger="syndiffix_core.clustering.plan"):
+        two = synthesize(table, salt="start order", workers=2)
+    pd.testing.assert_frame_equal(one, two)
+    # the plan's clusters (e.g. "[a, b] + [b, c | d, e]") are not in largest-first order already
+    [plan] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("clusters (")]
+    clusters = [tuple(part.replace("|", ",").split(",")) for part in plan.split(": ", 1)[1].split(" + ")]
+    assert synthesizer._largest_first(clusters) != sorted(range(len(clusters)))
+
+
 def test_the_turn_of_a_worker_that_dies_goes_on_to_the_next_cluster():
     parallel = ParallelMaterializer([(3,), (1,), (4,)], _square_or_fail, workers=1)
     try:
