@@ -151,8 +151,11 @@ def _write(file: Path, outcome: _Outcome, parent: int) -> None:
     try:
         with partial.open("wb") as out:
             pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as error:  # an error that cannot be pickled: pass on what it said
-        failed = RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} ({error})")
+    except Exception as error:  # what cannot be pickled: an error says what it said, figures only why
+        if outcome[0]:
+            failed, stage = RuntimeError(f"the source's figures could not be passed on ({error})"), "quality"
+        else:
+            failed, stage = RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}"), outcome[2]
         with partial.open("wb") as out:
-            pickle.dump((False, failed, outcome[2] if len(outcome) == 3 else "quality"), out)
+            pickle.dump((False, failed, stage), out)
     partial.replace(file)

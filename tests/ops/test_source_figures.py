@@ -112,6 +112,22 @@ def test_an_error_in_the_child_is_raised_by_result_with_the_stage_it_stopped():
     assert stage.name == "quality"
 
 
+def test_an_error_that_cannot_be_pickled_reaches_the_run_as_what_it_said():
+    class LocalError(Exception):  # a class inside a function cannot be pickled
+        pass
+
+    def failing(frame: pd.DataFrame) -> RunRisk | None:
+        raise LocalError("column 'city' broke")
+
+    stage = RunStage("synthesize")
+    with (
+        PendingSourceFigures(_source(), OUTPUTS, failing) as pending,
+        pytest.raises(RuntimeError, match="LocalError: column 'city' broke"),
+    ):
+        pending.result(stage)
+    assert stage.name == "risk"
+
+
 def _sketch_until_killed(frame: pd.DataFrame) -> RunRisk | None:
     os.kill(os.getpid(), 9)
     raise AssertionError("not reached")
