@@ -10,10 +10,11 @@ serialize on the GIL.
 
 Every worker is forked before any starts and waits on a pipe of its own for its turn, so each starts
 from the parent's pages as they were before stitching began. Turns go in a start order the caller
-chooses (plan order by default), at most `workers` at a time. A worker that is done writes its microdata to a file of a temporary directory, hands the
-next turn on itself and exits: the parent, which stitches clusters in plan order as it needs them, is
-often busy stitching when a worker finishes, and neither the next worker's start nor the finished
-worker's memory waits for it. The parent reads a cluster's file when it stitches that cluster.
+chooses (plan order by default), at most `workers` at a time. A worker that is done writes its
+microdata to a file of a temporary directory, hands the next turn on itself and exits: the parent,
+which stitches clusters in plan order as it needs them, is often busy stitching when a worker
+finishes, and neither the next worker's start nor the finished worker's memory waits for it. The
+parent reads a cluster's file when it stitches that cluster.
 
 Every process is forked, waited for and reaped by the calling thread itself: no helper thread forks or
 signals behind its back (a pool's replacement forks racing its terminate() hung tasks in Airflow
