@@ -6,8 +6,10 @@ and quality figures are compared with them. Computed on the run's own thread bef
 held the engine back (at 10M rows by half a minute); on a second thread they gain little, for much of
 their time goes to Python between numpy calls, which the GIL serializes. A process forked after the
 read shares the frame copy-on-write and computes them on another core while the engine encodes the
-rows, builds its 1-dim trees and plans its clusters; it writes them to a file and exits, which also
-lets go of the source rows' pages that the engine frees once it has encoded them.
+rows, builds its 1-dim trees and plans its clusters; it hands them over in a file without a name, in
+memory (they hold one bin code per source cell, which should not reach a disk), and exits, which also
+lets go of the source rows' pages that the engine frees once it has encoded them. The handed-over
+figures take the memory the run's own figures took when it computed them itself.
 
 Like the engine's workers, the process is forked, waited for and reaped by the calling thread. Without
 the "fork" start method (the Windows and macOS defaults), or in a process that may have no children (a
@@ -19,14 +21,12 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pandas as pd
 
@@ -60,40 +60,37 @@ class PendingSourceFigures:
     ):
         self._outcome: _Outcome | None = None
         self._pid: int | None = None
-        self._directory: Path | None = None
+        self._handover: BinaryIO | None = None
         if not can_fork():
             self._outcome = _outcome(frame, output_columns, sketch_risk)
             return
-        self._directory = Path(tempfile.mkdtemp(prefix="syndiffix-source-figures-"))
+        self._handover = _anonymous_file()
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # the child: nothing may escape it, and os._exit ends it without any cleanup
             code = 1
             try:
-                _write(self._file, _outcome(frame, output_columns, sketch_risk), parent)
-                code = 0
+                if os.getppid() == parent:  # else the run is gone and nobody would read it
+                    _hand_over(self._handover, _outcome(frame, output_columns, sketch_risk))
+                    code = 0  # the exit code says the figures are whole
             finally:
                 os._exit(code)
         self._pid = pid  # and no reference to the frame stays with this object
 
-    @property
-    def _file(self) -> Path:
-        assert self._directory is not None
-        return self._directory / "figures.pickle"
-
     def result(self, stage: RunStage) -> SourceFigures:
         """The figures; their error, if any, with `stage` set to the stage it stopped."""
         if self._outcome is None:
+            assert self._handover is not None
             status = self._reap()
             try:
-                with self._file.open("rb") as file:
-                    self._outcome = pickle.load(file)
-            except FileNotFoundError:
-                how = f"signal {-status}" if status < 0 else f"exit code {status}"
-                stage.name = "risk"
-                raise RuntimeError(
-                    f"the process computing the source's risk and quality figures ended without them ({how})"
-                ) from None
+                if status != 0:
+                    how = f"signal {-status}" if status < 0 else f"exit code {status}"
+                    stage.name = "risk"
+                    raise RuntimeError(
+                        f"the process computing the source's risk and quality figures ended without them ({how})"
+                    )
+                self._handover.seek(0)
+                self._outcome = pickle.load(self._handover)
             finally:
                 self.close()
         if not self._outcome[0]:
@@ -102,14 +99,14 @@ class PendingSourceFigures:
         return self._outcome[1]
 
     def close(self) -> None:
-        """Stops the child if it still runs, reaps it and removes its file."""
+        """Stops the child if it still runs, reaps it and drops the figures it handed over."""
         if self._pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self._pid, signal.SIGKILL)
             self._reap()
-        if self._directory is not None:
-            shutil.rmtree(self._directory, ignore_errors=True)
-            self._directory = None
+        if self._handover is not None:
+            self._handover.close()
+            self._handover = None
 
     def _reap(self) -> int:
         """The child's exit status (negative: the signal that ended it)."""
@@ -123,6 +120,15 @@ class PendingSourceFigures:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _anonymous_file() -> BinaryIO:
+    """A file with no name, shared with the child across the fork: in memory where the system has
+    memfd (Linux), so the source's figures (one bin code per source cell) never reach a disk; else an
+    unnamed temporary file."""
+    if hasattr(os, "memfd_create"):
+        return os.fdopen(os.memfd_create("syndiffix-source-figures"), "w+b")
+    return tempfile.TemporaryFile()
 
 
 def _outcome(
@@ -144,18 +150,15 @@ def _outcome(
     return True, SourceFigures(risk, risk_seconds, quality)
 
 
-def _write(file: Path, outcome: _Outcome, parent: int) -> None:
-    if os.getppid() != parent:
-        return  # the run is gone: nobody would read it
-    partial = file.with_suffix(".partial")  # renamed when whole: the parent never reads half a file
+def _hand_over(file: BinaryIO, outcome: _Outcome) -> None:
     try:
-        with partial.open("wb") as out:
-            pickle.dump(outcome, out, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(outcome, file, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as error:  # what cannot be pickled: an error says what it said, figures only why
         if outcome[0]:
             failed, stage = RuntimeError(f"the source's figures could not be passed on ({error})"), "quality"
         else:
             failed, stage = RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]}"), outcome[2]
-        with partial.open("wb") as out:
-            pickle.dump((False, failed, stage), out)
-    partial.replace(file)
+        file.seek(0)
+        file.truncate()
+        pickle.dump((False, failed, stage), file)
+    file.flush()
