@@ -88,26 +88,24 @@ def test_they_are_computed_in_another_process_which_holds_the_frame_and_not_the_
     assert figures.risk_seconds >= 0.0
 
 
+def _stage_it_stopped(output_columns, sketch, error: type[BaseException], match: str) -> str:
+    """The run stage `result()` names when it raises `error` (matching `match`)."""
+    stage = RunStage("synthesize")
+    with (
+        PendingSourceFigures(_source(), output_columns, sketch) as pending,
+        pytest.raises(error, match=match),
+    ):
+        pending.result(stage)
+    return stage.name
+
+
 def _failing_sketch(frame: pd.DataFrame) -> RunRisk | None:
     raise RiskError("table orders: the sketch of column 'city' failed")
 
 
 def test_an_error_in_the_child_is_raised_by_result_with_the_stage_it_stopped():
-    stage = RunStage("synthesize")
-    with (
-        PendingSourceFigures(_source(), OUTPUTS, _failing_sketch) as pending,
-        pytest.raises(RiskError, match="column 'city'"),
-    ):
-        pending.result(stage)
-    assert stage.name == "risk"
-
-    stage = RunStage("synthesize")
-    with (
-        PendingSourceFigures(_source(), [["no such column"]], _pid_of_sketch) as pending,
-        pytest.raises(KeyError, match="no such column"),
-    ):
-        pending.result(stage)
-    assert stage.name == "quality"
+    assert _stage_it_stopped(OUTPUTS, _failing_sketch, RiskError, "column 'city'") == "risk"
+    assert _stage_it_stopped([["no such column"]], _pid_of_sketch, KeyError, "no such column") == "quality"
 
 
 def test_an_error_that_cannot_be_pickled_reaches_the_run_as_what_it_said():
@@ -117,13 +115,7 @@ def test_an_error_that_cannot_be_pickled_reaches_the_run_as_what_it_said():
     def failing(frame: pd.DataFrame) -> RunRisk | None:
         raise LocalError("column 'city' broke")
 
-    stage = RunStage("synthesize")
-    with (
-        PendingSourceFigures(_source(), OUTPUTS, failing) as pending,
-        pytest.raises(RuntimeError, match="LocalError: column 'city' broke"),
-    ):
-        pending.result(stage)
-    assert stage.name == "risk"
+    assert _stage_it_stopped(OUTPUTS, failing, RuntimeError, "LocalError: column 'city' broke") == "risk"
 
 
 def _sketch_until_killed(frame: pd.DataFrame) -> RunRisk | None:
@@ -132,13 +124,10 @@ def _sketch_until_killed(frame: pd.DataFrame) -> RunRisk | None:
 
 
 def test_a_child_that_dies_fails_the_run_with_how_it_ended():
-    stage = RunStage("synthesize")
-    with (
-        PendingSourceFigures(_source(), OUTPUTS, _sketch_until_killed) as pending,
-        pytest.raises(RuntimeError, match=r"ended without them \(signal 9\)"),
-    ):
-        pending.result(stage)
-    assert stage.name == "risk"
+    assert (
+        _stage_it_stopped(OUTPUTS, _sketch_until_killed, RuntimeError, r"ended without them \(signal 9\)")
+        == "risk"
+    )
 
 
 def _sleeping_sketch(frame: pd.DataFrame) -> RunRisk | None:
