@@ -15,12 +15,12 @@ from pydantic import BaseModel, ConfigDict
 import syndiffix_core
 import syndiffix_core.params
 import syndiffix_ops
-from syndiffix_ops import pipeline
 from syndiffix_ops.config import ConfigError, parse_config
 from syndiffix_ops.engines import ENGINES, register_engine
 from syndiffix_ops.lineage import LINEAGE_TABLE, lineage_table
 from syndiffix_ops.pipeline import run_table
 from syndiffix_ops.run_errors import PipelineError, QualityGateError, SchemaDriftError
+from syndiffix_ops.table_output import OutputFigures
 from syndiffix_ops.warehouse import RowLimitExceeded
 from syndiffix_ops.warehouse.write import OLD_PREFIX, STAGING_PREFIX
 
@@ -545,10 +545,10 @@ def test_an_outputs_risk_figures_are_computed_beside_its_quality_figures():
         risk_started.set()
         return {"risk": 1}, "section"
 
-    with pipeline._OutputFigures(quality, risk) as figures:
+    with OutputFigures(quality, risk) as figures:
         metrics, risk_result, _, _ = figures.result()
     assert metrics == {"scores": {}} and risk_result == ({"risk": 1}, "section")
-    with pipeline._OutputFigures(lambda: None, None) as figures:
+    with OutputFigures(lambda: None, None) as figures:
         assert figures.result()[:2] == (None, None)
 
 
@@ -560,7 +560,7 @@ def test_an_outputs_figures_are_computed_while_the_calling_thread_goes_on():
         assert written.wait(timeout=30)
         return {"scores": {}}
 
-    with pipeline._OutputFigures(quality, None) as figures:
+    with OutputFigures(quality, None) as figures:
         written.set()
         assert figures.result()[0] == {"scores": {}}
 
@@ -577,7 +577,7 @@ def test_an_error_in_either_figures_is_raised_once_both_have_ended():
 
     with (
         pytest.raises(ValueError, match="risk sketch broke"),
-        pipeline._OutputFigures(quality, failing_risk) as figures,
+        OutputFigures(quality, failing_risk) as figures,
     ):
         figures.result()
     assert ended == ["quality"]
@@ -596,7 +596,7 @@ def test_an_error_in_either_figures_is_raised_once_both_have_ended():
 
     with (
         pytest.raises(RuntimeError, match="binning broke"),
-        pipeline._OutputFigures(failing_quality, risk_still_running) as figures,
+        OutputFigures(failing_quality, risk_still_running) as figures,
     ):
         figures.result()
     assert ended == ["quality", "risk"]
