@@ -65,7 +65,8 @@ def whole_number_steps(values: np.ndarray) -> tuple[int, int, int, np.ndarray] |
     """(low, high, step, steps) of float values that are all whole numbers within int64: each value is
     ``low + step * steps[i]`` with `step` the largest whole number dividing every distance from `low`
     (a date column's seconds are a day apart); None for other values (fractions, NaN, inf) or none."""
-    whole = values.astype(np.int64)  # (NaN, inf and numbers beyond int64 come out unequal)
+    with np.errstate(invalid="ignore"):  # NaN, inf and numbers beyond int64 come out unequal
+        whole = values.astype(np.int64)
     if len(whole) == 0 or not np.equal(whole, values).all():
         return None
     low, high = int(whole.min()), int(whole.max())

@@ -26,6 +26,8 @@ _CALENDAR_DTYPES = {
     "hour": "datetime64[h]",
     "minute": "datetime64[m]",
 }
+# One calendar unit, as a timedelta of that unit (numpy deprecates adding a bare integer to a date).
+_ONE_STEP = {name: np.timedelta64(1, np.datetime_data(dtype)[0]) for name, dtype in _CALENDAR_DTYPES.items()}
 
 
 def _value_step(codec: ColumnCodec) -> float:
@@ -119,9 +121,10 @@ class AttributeEncoder:
         lower = (start.astype("datetime64[s]").astype(np.int64) + EPOCH_1800_OFFSET_SECONDS).astype(
             np.float64
         )
-        upper = ((start + 1).astype("datetime64[s]").astype(np.int64) + EPOCH_1800_OFFSET_SECONDS).astype(
-            np.float64
-        )
+        upper = (
+            (start + _ONE_STEP[binning.calendar_unit]).astype("datetime64[s]").astype(np.int64)
+            + EPOCH_1800_OFFSET_SECONDS
+        ).astype(np.float64)
         return ids, lower, upper
 
     def describe(self, code: int) -> str:
