@@ -30,6 +30,10 @@ from typing import Any, BinaryIO
 
 import pandas as pd
 
+# The child runs only code imported before the fork (RunRisk.of_frame imports risk_meaning when
+# called; quality_of_source, report): an import in a child forked from a process with other threads,
+# such as an Airflow task, could wait forever on a module lock one of them held at the fork.
+import syndiffix_ops.risk_meaning  # noqa: F401
 from syndiffix_core.workers import can_fork
 from syndiffix_ops.failed_runs import RunStage
 from syndiffix_ops.output_quality import quality_of_source
