@@ -132,27 +132,6 @@ def test_a_child_that_dies_fails_the_run_with_how_it_ended():
     )
 
 
-def _sleeping_sketch(frame: pd.DataFrame) -> RunRisk | None:
-    import time
-
-    time.sleep(60)  # stopped long before by the test's close()
-    return None
-
-
-def test_leaving_early_stops_the_child():
-    pending = PendingSourceFigures(_source(), OUTPUTS, _sleeping_sketch)
-    child = pending._pid
-    pending.close()
-    with pytest.raises(ChildProcessError):  # reaped: no such child any more
-        os.waitpid(child, os.WNOHANG)
-
-
-def test_the_figures_are_handed_over_in_memory_not_in_a_file_on_disk():
-    with PendingSourceFigures(_source(), OUTPUTS, _sleeping_sketch) as pending:
-        # a memfd: /proc shows it as "/memfd:<name> (deleted)", a file of no file system
-        assert os.readlink(f"/proc/self/fd/{pending._handover.fileno()}").startswith("/memfd:")
-
-
 def _in_a_daemonic_process(results) -> None:
     figures = PendingSourceFigures(_source(), OUTPUTS, _pid_of_sketch).result(RunStage())
     results.put((figures.risk, os.getpid(), len(figures.quality)))
