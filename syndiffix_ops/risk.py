@@ -673,6 +673,16 @@ def assess_config(
     return RiskReport(results, links)
 
 
+@dataclass(frozen=True)
+class OutputRiskFigures:
+    """An output's risk figures: the coarse record lineage keeps, and what its report section shows."""
+
+    record: dict[str, Any]
+    source: TableRisk  # the source's column sets within the output
+    output: OutputRisk
+    baselines: dict[str, dict[str, Any]]
+
+
 @dataclass
 class RunRisk:
     """The source sketches a run keeps between reading the source and writing each output."""
@@ -714,6 +724,12 @@ class RunRisk:
 
     def for_output(self, synthetic: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, Any], Any]:
         """(coarse record for lineage, HTML report section) of one output with these columns."""
+        figures = self.output_figures(synthetic, columns)
+        return figures.record, self.output_section(figures)
+
+    def output_figures(self, synthetic: pd.DataFrame, columns: Sequence[str]) -> OutputRiskFigures:
+        """The figures of one output with these columns, without their HTML (numbers only: a run
+        computes them in a forked child, forked_call, and draws the section itself)."""
         inside = set(columns)
         source = TableRisk(
             self.source.table,
@@ -739,5 +755,10 @@ class RunRisk:
         record = coarse(
             {"source": source.to_dict(), "output": {**output.to_dict(), "reproduction_baselines": baselines}}
         )
-        section = html_section(source, output, baselines=baselines, kinds=self.sketcher.domains)
-        return record, section
+        return OutputRiskFigures(record, source, output, baselines)
+
+    def output_section(self, figures: OutputRiskFigures):
+        """The HTML report section of an output's figures."""
+        return html_section(
+            figures.source, figures.output, baselines=figures.baselines, kinds=self.sketcher.domains
+        )
