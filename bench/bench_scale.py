@@ -226,15 +226,21 @@ class Watch:
         return event if self.engine_stages and stage == "synthesize" else stage
 
     def _tree_cpu(self) -> float:
-        times = self.root.cpu_times()
-        total = times.user + times.system + times.children_user + times.children_system
-        for child in self.root.children(recursive=True):
-            try:
-                child_times = child.cpu_times()
-                total += child_times.user + child_times.system
-            except psutil.NoSuchProcess:
-                pass
-        return total
+        """User + system seconds of the run and its processes, live or reaped. A worker reaped while the
+        tree is read would be counted in neither part (or in both): the reading is taken again until
+        the run's reaped children stayed the same throughout."""
+        while True:
+            before = self.root.cpu_times()
+            live = 0.0
+            for child in self.root.children(recursive=True):
+                try:
+                    child_times = child.cpu_times()
+                    live += child_times.user + child_times.system
+                except psutil.NoSuchProcess:
+                    pass
+            after = self.root.cpu_times()
+            if (before.children_user, before.children_system) == (after.children_user, after.children_system):
+                return after.user + after.system + after.children_user + after.children_system + live
 
     def _tree_pss(self) -> int:
         total = 0
