@@ -15,22 +15,26 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import sqlalchemy as sa
 
+# Imported before the risk figures' child forks (forked_call): RunRisk.output_figures imports it.
+import syndiffix_ops.risk_meaning  # noqa: F401
 from syndiffix_ops import run_checks, run_result
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
 from syndiffix_ops.connections import open_engines
 from syndiffix_ops.dp_budget import DpRelease, plan_release
 from syndiffix_ops.engines import get_engine, syndiffix_anonymization, with_kept_together
 from syndiffix_ops.failed_runs import RunStage, record_failed_outputs, tracking
+from syndiffix_ops.forked_call import ForkedCall
 from syndiffix_ops.lineage import LineageRecord, SourceIdentity, ensure_lineage_table, insert_lineage
 from syndiffix_ops.output_quality import html_report, quality_gate, quality_metrics
 from syndiffix_ops.provenance import code_version, new_run_id
-from syndiffix_ops.risk import RunRisk
+from syndiffix_ops.risk import OutputRiskFigures, RunRisk
 from syndiffix_ops.run_errors import DpBudgetError, PipelineError, QualityGateError, RefusedConfigError
 from syndiffix_ops.run_plan import LinkedSet, TableKeys
 from syndiffix_ops.run_result import AirflowIds, PlannedOutput, Progress, TableRunResult
@@ -463,40 +467,15 @@ def _write(
     dp_releases: dict[str, DpRelease],
     before_commit: Callable[[sa.Connection], None] | None = None,
 ) -> list[TableRunResult]:
-    from syndiffix_ops.linked_report import link_metrics
-    from syndiffix_ops.report import dp_budget
-
     clock = time.perf_counter()
-    sources = {m.name: m.frame for m in members}
-    links = link_metrics(linked_set, sources, synthetic, {m.name: m.aids for m in members})
-    per_table: dict[str, dict[str, Any]] = {}
-    for member in members:
-        attributes = [c for c in member.output.columns if c not in member.identifiers]
-        metrics = (
-            quality_metrics(
-                member.frame[attributes], synthetic[member.name][attributes], member.effective.quality
-            )
-            if attributes
-            else {}
-        )
-        metrics["links"] = links.get(member.name, {})
-        release = dp_releases.get(member.name)
-        if release is not None:
-            metrics["dp_budget"] = {
-                **dp_budget(metadata[member.name], _noise_identity(member), member.effective.engine_params),
-                **release.report_fields(),
-            }
-        risk, risk_section = (
-            member.risk.for_output(synthetic[member.name], member.output.columns)
-            if member.risk
-            else (None, None)
-        )
-        per_table[member.name] = {
-            "metrics": metrics,
-            "risk": risk,
-            "risk_section": risk_section,
-            "dp": dp_releases.get(member.name),
-        }
+    sketched = {m.name: m for m in members if m.risk is not None}
+    with contextlib.ExitStack() as stack:
+        # the risk figures in a child, beside the quality figures
+        pending = stack.enter_context(_output_risk(list(sketched.values()), synthetic)) if sketched else None
+        per_table = _member_figures(members, synthetic, metadata, dp_releases, linked_set)
+        for name, figures in (pending.result() if pending is not None else {}).items():
+            per_table[name]["risk"] = figures.record
+            per_table[name]["risk_section"] = sketched[name].risk.output_section(figures)
     timings["quality"] = time.perf_counter() - clock
     _gate(
         linked_set,
@@ -580,6 +559,50 @@ def _write(
             )
         )
     return results
+
+
+def _member_figures(
+    members: list[Member],
+    synthetic: dict[str, pd.DataFrame],
+    metadata: dict[str, dict],
+    dp_releases: dict[str, DpRelease],
+    linked_set: LinkedSet,
+) -> dict[str, dict[str, Any]]:
+    """Each member's quality figures, links and DP budget (its risk figures come from `_output_risk`)."""
+    from syndiffix_ops.linked_report import link_metrics
+    from syndiffix_ops.report import dp_budget
+
+    sources = {m.name: m.frame for m in members}
+    links = link_metrics(linked_set, sources, synthetic, {m.name: m.aids for m in members})
+    per_table: dict[str, dict[str, Any]] = {}
+    for member in members:
+        attributes = [c for c in member.output.columns if c not in member.identifiers]
+        metrics = (
+            quality_metrics(
+                member.frame[attributes], synthetic[member.name][attributes], member.effective.quality
+            )
+            if attributes
+            else {}
+        )
+        metrics["links"] = links.get(member.name, {})
+        release = dp_releases.get(member.name)
+        if release is not None:
+            metrics["dp_budget"] = {
+                **dp_budget(metadata[member.name], _noise_identity(member), member.effective.engine_params),
+                **release.report_fields(),
+            }
+        per_table[member.name] = {"metrics": metrics, "risk": None, "risk_section": None, "dp": release}
+    return per_table
+
+
+def _output_risk(members: list[Member], synthetic: dict[str, pd.DataFrame]) -> ForkedCall:
+    """The risk figures (numbers) of `members` (those with source sketches), computed in one forked
+    child (forked_call) while the run computes the quality figures; their sections are drawn after."""
+    return ForkedCall(partial(_risk_figures, members, synthetic), "the risk figures of the set's tables")
+
+
+def _risk_figures(members: list[Member], synthetic: dict[str, pd.DataFrame]) -> dict[str, OutputRiskFigures]:
+    return {m.name: m.risk.output_figures(synthetic[m.name], m.output.columns) for m in members}
 
 
 def _noise_identity(member: Member) -> str:

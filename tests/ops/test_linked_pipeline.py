@@ -54,6 +54,9 @@ def linked_db(request, tmp_path):
     engine.dispose()
 
 
+RISK_TITLE = "Re-identification risk (KHLL)"
+
+
 def _q(engine: sa.Engine, schema: str | None, name: str) -> str:
     preparer = engine.dialect.identifier_preparer
     return f"{preparer.quote_schema(schema)}.{preparer.quote(name)}" if schema else preparer.quote(name)
@@ -148,6 +151,9 @@ def test_a_linked_set_joins_with_the_sources_sql_and_keeps_its_keys(linked_db, v
 
     results = run_linked_set(config, linked_set, salt=SALT, run_id="first", report_dir=tmp_path / "reports")
     assert "Links of orders_synth" in results[1].report_path.read_text(encoding="utf-8")
+    for result in results:  # each member's risk figures, computed in a child beside the quality figures
+        assert set(result.risk["output"]["reproduction"]) and result.risk["source"]["column_sets"]
+        assert RISK_TITLE in result.report_path.read_text(encoding="utf-8")
     assert [r.target_table.split(".")[-1] for r in results] == ["customers_synth", "orders_synth"]
     customers, orders = _frame(engine, schema, "customers_synth"), _frame(engine, schema, "orders_synth")
     assert customers.customer_id.is_unique and orders.order_id.is_unique
