@@ -123,15 +123,23 @@ def _anonymous_file(what: str) -> BinaryIO:
 
 
 def _hand_over(file: BinaryIO, result: _Result, what: str) -> None:
+    succeeded, payload = result
+    if not succeeded:
+        payload = passable_error(payload)
     try:
-        pickle.dump(result, file, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as error:  # an error says what it said; a value that cannot be passed, only why
-        succeeded, payload = result
-        if succeeded:
-            failed = RuntimeError(f"{what} could not be passed on ({error})")
-        else:
-            failed = RuntimeError(f"{type(payload).__name__}: {payload}")
+        pickle.dump((succeeded, payload), file, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as error:  # a value that cannot be passed on: only why, not its contents
         file.seek(0)
         file.truncate()
-        pickle.dump((False, failed), file)
+        pickle.dump((False, RuntimeError(f"{what} could not be passed on ({error})")), file)
     file.flush()
+
+
+def passable_error(error: BaseException) -> BaseException:
+    """The error, or what it said (its type's name and message) where it cannot be pickled to be handed
+    over from a child."""
+    try:
+        pickle.dumps(error)
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error

@@ -22,8 +22,6 @@ from typing import Any
 import pandas as pd
 import sqlalchemy as sa
 
-# Imported before the risk figures' child forks (forked_call): RunRisk.output_figures imports it.
-import syndiffix_ops.risk_meaning  # noqa: F401
 from syndiffix_ops import run_checks, run_result
 from syndiffix_ops.config import ConfigError, ConstraintsPolicy, EffectiveTable, PipelineConfig, WriteMode
 from syndiffix_ops.connections import open_engines
@@ -469,9 +467,9 @@ def _write(
 ) -> list[TableRunResult]:
     clock = time.perf_counter()
     sketched = {m.name: m for m in members if m.risk is not None}
-    with contextlib.ExitStack() as stack:
-        # the risk figures in a child, beside the quality figures
-        pending = stack.enter_context(_output_risk(list(sketched.values()), synthetic)) if sketched else None
+    # the risk figures in a child, beside the quality figures
+    pending = _output_risk(list(sketched.values()), synthetic) if sketched else None
+    with pending if pending is not None else contextlib.nullcontext():
         per_table = _member_figures(members, synthetic, metadata, dp_releases, linked_set)
         for name, figures in (pending.result() if pending is not None else {}).items():
             per_table[name]["risk"] = figures.record

@@ -48,6 +48,7 @@ from syndiffix_core.risk import (
     summarize,
 )
 from syndiffix_ops.config import ConfigError
+from syndiffix_ops.risk_meaning import advice, reproduction_baselines, reproduction_reading, value_domains
 from syndiffix_ops.warehouse.read import iter_column_chunks, reflect_table
 
 if TYPE_CHECKING:
@@ -464,7 +465,6 @@ def html_section(
     the uniqueness of every column set, and the output's reproduction against its chance and copy
     baselines (syndiffix_ops.risk_meaning)."""
     from syndiffix_ops.report import ReportSection, figure_to_img_tag
-    from syndiffix_ops.risk_meaning import advice, reproduction_reading
 
     summaries = sorted(source.summaries, key=_risk_order)
     thresholds = sorted(summaries[0].reidentification_potential) if summaries else []
@@ -713,8 +713,6 @@ class RunRisk:
         sketcher = sketch_table(
             frame_chunks(frame, chunk_rows), sets, aid_columns, params, table=table.display_name
         )
-        from syndiffix_ops.risk_meaning import value_domains
-
         return cls(
             summarize_table(table.display_name, sketcher, params, source_table=source_table),
             sketcher,
@@ -741,8 +739,6 @@ class RunRisk:
         output = assess_output(
             self.sketcher, frame_chunks(synthetic, chunk_rows), self.params, columns=columns
         )
-        from syndiffix_ops.risk_meaning import reproduction_baselines
-
         # baselines from the coarse summaries, the chance share on their step: a baseline is itself a
         # share of the source's values and must not reveal what the summary's rounding hides
         summaries = coarse(source.to_dict())["column_sets"]

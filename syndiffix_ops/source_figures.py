@@ -12,7 +12,6 @@ them itself.
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,10 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-# Imported before the child forks (forked_call): RunRisk.of_frame imports it when called.
-import syndiffix_ops.risk_meaning  # noqa: F401
 from syndiffix_ops.failed_runs import RunStage
-from syndiffix_ops.forked_call import ForkedCall
+from syndiffix_ops.forked_call import ForkedCall, passable_error
 from syndiffix_ops.output_quality import quality_of_source
 from syndiffix_ops.report import SourceQuality
 from syndiffix_ops.risk import RunRisk
@@ -89,19 +86,10 @@ def _outcome(
     try:
         risk = sketch_risk(frame)
     except Exception as error:
-        return False, _passable(error), "risk"
+        return False, passable_error(error), "risk"
     risk_seconds = time.perf_counter() - clock
     try:
         quality = [quality_of_source(frame[list(columns)]) for columns in output_columns]
     except Exception as error:
-        return False, _passable(error), "quality"
+        return False, passable_error(error), "quality"
     return True, SourceFigures(risk, risk_seconds, quality)
-
-
-def _passable(error: Exception) -> Exception:
-    """The error, or what it said where it cannot be pickled (handed over from the child)."""
-    try:
-        pickle.dumps(error)
-    except Exception:
-        return RuntimeError(f"{type(error).__name__}: {error}")
-    return error
