@@ -7,6 +7,8 @@ with the reason elsewhere, so a laptop without MariaDB can still run the rest of
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -122,3 +124,41 @@ def warehouse_db(request, tmp_path):
             conn.exec_driver_sql(f"DROP DATABASE `{database}`")
         server.dispose()
     engine.dispose()
+
+
+# A run's forked children (syndiffix_ops.forked_call) must run only code imported before the fork: in a
+# process with other threads (an Airflow task) an import in a child could hang on a module lock.
+_CHILD_IMPORTS = """
+import sys
+import numpy as np
+import pandas as pd
+import MODULE
+from syndiffix_ops.config import parse_config
+from syndiffix_ops.risk import RunRisk
+
+config = parse_config({"source": "postgresql://u@h/db", "target": "postgresql://u@h/db", "target_schema": "s",
+                       "tables": [{"source": "t.o", "aid_columns": ["customer"]}]})
+rng = np.random.default_rng(1)
+frame = pd.DataFrame({"customer": rng.integers(0, 50, 500), "amount": rng.random(500),
+                      "city": rng.choice(["a", "b"], 500)})
+sketch = lambda rows: RunRisk.of_frame(config, config.tables[0], rows, ["customer"], ["amount", "city"],
+                                       source_table="t.o", chunk_rows=100)
+risk = sketch(frame)
+before = set(sys.modules)
+done = bool(CALL)
+print(done, sorted(m for m in set(sys.modules) - before if m.startswith(("syndiffix", "matplotlib"))))
+"""
+
+
+@pytest.fixture
+def imports_of_a_child_call():
+    """`imports(module, call)`: in a fresh interpreter that imported `module` (what a run has imported
+    when it forks the child), the output of `call`, an expression over `frame`, `sketch` and `risk`
+    (the frame's RunRisk): "True" and the package's and matplotlib's modules the call imported."""
+
+    def imports(module: str, call: str) -> list[str]:
+        script = _CHILD_IMPORTS.replace("MODULE", module).replace("CALL", call)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+        return done.stdout.split()
+
+    return imports

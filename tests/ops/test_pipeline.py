@@ -7,8 +7,6 @@ import json
 import multiprocessing
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from decimal import Decimal
@@ -611,30 +609,7 @@ def test_an_error_in_the_quality_figures_stops_the_risk_figures_child():
         os.waitpid(child, os.WNOHANG)
 
 
-_RISK_CHILD_IMPORTS = """
-import sys
-import numpy as np
-import pandas as pd
-import syndiffix_ops.table_output  # what a run has imported when it forks the risk figures' child
-from syndiffix_ops.config import parse_config
-from syndiffix_ops.risk import RunRisk
-
-config = parse_config({"source": "postgresql://u@h/db", "target": "postgresql://u@h/db", "target_schema": "s",
-                       "tables": [{"source": "t.o", "aid_columns": ["customer"]}]})
-rng = np.random.default_rng(1)
-frame = pd.DataFrame({"customer": rng.integers(0, 50, 500), "amount": rng.random(500),
-                      "city": rng.choice(["a", "b"], 500)})
-risk = RunRisk.of_frame(config, config.tables[0], frame, ["customer"], ["amount", "city"],
-                        source_table="t.o", chunk_rows=100)
-before = set(sys.modules)
-figures = risk.output_figures(frame[["amount", "city"]], ["amount", "city"])
-print(bool(figures.record), sorted(m for m in set(sys.modules) - before if m.startswith(("syndiffix", "matplotlib"))))
-"""
-
-
-def test_the_risk_figures_child_imports_none_of_the_packages_modules():
-    # see forked_call: an import in a child forked from a process with other threads could hang
-    done = subprocess.run(
-        [sys.executable, "-c", _RISK_CHILD_IMPORTS], capture_output=True, text=True, check=True
-    )
-    assert done.stdout.split() == ["True", "[]"], done.stdout + done.stderr
+def test_the_risk_figures_child_imports_none_of_the_packages_modules(imports_of_a_child_call):
+    # see forked_call: everything the child runs is imported before it forks
+    figures = "risk.output_figures(frame[['amount', 'city']], ['amount', 'city']).record"
+    assert imports_of_a_child_call("syndiffix_ops.table_output", figures) == ["True", "[]"]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -147,29 +145,7 @@ def test_a_process_that_may_have_no_children_computes_them_itself():
     assert sketched_in == own_pid and outputs == 2
 
 
-_CHILD_IMPORTS = """
-import sys
-import numpy as np
-import pandas as pd
-from syndiffix_ops import source_figures
-from syndiffix_ops.config import parse_config
-from syndiffix_ops.risk import RunRisk
-
-config = parse_config({"source": "postgresql://u@h/db", "target": "postgresql://u@h/db", "target_schema": "s",
-                       "tables": [{"source": "t.o", "aid_columns": ["customer"]}]})
-rng = np.random.default_rng(1)
-frame = pd.DataFrame({"customer": rng.integers(0, 50, 500), "amount": rng.random(500),
-                      "city": rng.choice(["a", "b"], 500)})
-sketch = lambda rows: RunRisk.of_frame(config, config.tables[0], rows, ["customer"], ["amount", "city"],
-                                       source_table="t.o", chunk_rows=100)
-before = set(sys.modules)
-ok = source_figures._outcome(frame, [["amount", "city"]], sketch)[0]
-print(ok, sorted(m for m in set(sys.modules) - before if m.startswith(("syndiffix", "matplotlib"))))
-"""
-
-
-def test_the_child_imports_none_of_the_packages_modules():
-    # A child forked from a process with other threads (an Airflow task) could hang on an import lock
-    # that one of them held at the fork, so everything the child runs is imported before it.
-    done = subprocess.run([sys.executable, "-c", _CHILD_IMPORTS], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["True", "[]"], done.stdout + done.stderr
+def test_the_child_imports_none_of_the_packages_modules(imports_of_a_child_call):
+    # see forked_call: everything the child runs is imported before it forks
+    outcome = "syndiffix_ops.source_figures._outcome(frame, [['amount', 'city']], sketch)[0]"
+    assert imports_of_a_child_call("syndiffix_ops.source_figures", outcome) == ["True", "[]"]
