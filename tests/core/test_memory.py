@@ -41,3 +41,44 @@ def test_freed_heap_blocks_leave_the_resident_set():
     released_mib, pinned = out.stdout.split()
     assert float(released_mib) > 100  # of the ~141 MiB freed
     assert int(pinned) == 1500 * 2**10  # the blocks still in use are intact
+
+
+# Page faults of a fresh 64 MiB array (above glibc's largest mmap threshold) after one as large was
+# freed: outside `reusing_freed_memory` (before and after it), inside it, and inside with a trim
+# threshold below the block (which hands its space back).
+_REUSE_SCENARIO = textwrap.dedent(
+    """
+    import resource
+    import numpy as np
+    from syndiffix_core.memory import _MALLOPT, reusing_freed_memory
+
+    def faults_of_a_second_array():
+        first = np.ones(2**23)
+        del first
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        second = np.ones(2**23)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+        assert second.sum() == 2**23
+        return faults
+
+    assert _MALLOPT is not None
+    outside = faults_of_a_second_array()
+    with reusing_freed_memory(2**31 - 1):
+        inside = faults_of_a_second_array()
+    after = faults_of_a_second_array()
+    with reusing_freed_memory(2**20):
+        trimmed = faults_of_a_second_array()
+    print(outside, inside, after, trimmed)
+    """
+)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_freed_large_blocks_are_reused_only_while_reusing():
+    out = subprocess.run(
+        [sys.executable, "-c", _REUSE_SCENARIO], capture_output=True, text=True, check=True, timeout=120
+    )
+    outside, inside, after, trimmed = map(int, out.stdout.split())
+    # 64 MiB on fresh pages: 32 faults with 2 MiB pages, 16,384 with 4 KiB ones.
+    assert outside >= 32 and after >= 32 and trimmed >= 32
+    assert inside < 8

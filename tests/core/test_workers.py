@@ -66,6 +66,16 @@ def test_as_many_workers_as_clusters_start_at_once_and_give_the_same_output():
     )
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reusing_freed_memory_gives_the_same_output(monkeypatch, workers):
+    # Large tables keep freed heap space for reuse while their clusters are materialized and stitched
+    # (in the workers and in the calling process): it changes where arrays live, never what they hold.
+    table, _ = generated_table(3000, 8)
+    plain = synthesize(table, salt="workers", workers=workers)
+    monkeypatch.setattr(synthesizer, "REUSE_MEMORY_MIN_ROWS", 0)
+    pd.testing.assert_frame_equal(synthesize(table, salt="workers", workers=workers), plain)
+
+
 @pytest.mark.parametrize("workers", [0, -1, 1.5, True])
 def test_a_bad_worker_count_is_refused(workers):
     with pytest.raises(InvalidInputError, match="workers must be a positive integer"):
