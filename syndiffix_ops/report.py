@@ -839,13 +839,20 @@ def _pairwise_pearson(
 
 
 def _moments(values: np.ndarray) -> tuple[float, float]:
-    """Mean and standard deviation of the finite values (deviation 1 where it is 0 or undefined)."""
+    """Mean and standard deviation of the finite values (deviation 1 where it is 0 or undefined),
+    computed on the values divided by their largest magnitude: the squares of values beyond ~1e154
+    (or their sum, near the float limit) would overflow to infinity, and with an infinite scale the
+    column's correlations would come out undefined."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return np.nan, 1.0
-    centre = finite.sum() / finite.size
-    scale = np.sqrt(((finite - centre) ** 2).sum() / finite.size)
-    return float(centre), float(scale) if scale > 0 else 1.0
+    magnitude = float(np.abs(finite).max())
+    if magnitude == 0:
+        return 0.0, 1.0
+    scaled = finite / magnitude
+    centre = scaled.sum() / scaled.size
+    scale = np.sqrt(((scaled - centre) ** 2).sum() / scaled.size) * magnitude
+    return float(centre * magnitude), float(scale) if scale > 0 else 1.0
 
 
 def _round(value: float | None, decimals: int) -> float | None:

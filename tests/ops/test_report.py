@@ -119,6 +119,19 @@ def test_correlation_difference_of_a_reversed_relation_is_two():
     assert metrics["correlation"]["synthetic"] == [[1.0, -1.0], [-1.0, 1.0]]
 
 
+@pytest.mark.parametrize("size", [1e200, 1e307])
+def test_correlations_of_huge_values_are_measured_without_overflow(size):
+    # Squares of values beyond ~1e154 overflow a float: the moments must not, or the column's
+    # correlations come out undefined (and numpy warns).
+    x = np.linspace(-1.0, 1.0, 101)
+    frame = pd.DataFrame({"x": x * size, "y": x * size / 2, "z": np.abs(x)})
+    with np.errstate(all="raise"):
+        metrics = compute_quality(frame, frame, min_correlation_rows=10)
+    original = np.array(metrics["correlation"]["original"], dtype=float)
+    assert original[0, 1] == pytest.approx(1.0)
+    assert original[0, 2] == pytest.approx(0.0, abs=1e-9)
+
+
 def test_correlation_uses_rows_where_both_columns_are_present():
     x = np.arange(20, dtype=float)
     y = 2 * x
