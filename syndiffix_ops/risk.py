@@ -720,11 +720,6 @@ class RunRisk:
             value_domains(frame, columns),
         )
 
-    def for_output(self, synthetic: pd.DataFrame, columns: Sequence[str]) -> tuple[dict[str, Any], Any]:
-        """(coarse record for lineage, HTML report section) of one output with these columns."""
-        figures = self.output_figures(synthetic, columns)
-        return figures.record, self.output_section(figures)
-
     def output_figures(self, synthetic: pd.DataFrame, columns: Sequence[str]) -> OutputRiskFigures:
         """The figures of one output with these columns, without their HTML (numbers only: a run
         computes them in a forked child, forked_call, and draws the section itself)."""

@@ -60,8 +60,8 @@ def test_the_figures_from_the_child_are_those_computed_in_this_process():
     expected_risk = _sketch(source)
     assert figures.risk.source.to_dict() == expected_risk.source.to_dict()
     assert (
-        figures.risk.for_output(synthetic, OUTPUTS[0])[0]
-        == expected_risk.for_output(synthetic, OUTPUTS[0])[0]
+        figures.risk.output_figures(synthetic, OUTPUTS[0]).record
+        == expected_risk.output_figures(synthetic, OUTPUTS[0]).record
     )
     assert len(figures.quality) == 2
     for columns, quality in zip(OUTPUTS, figures.quality, strict=True):
