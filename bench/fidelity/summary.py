@@ -19,6 +19,9 @@ MEAN_TOLERANCE_SD = 0.05  # |mean(synthetic) - mean(source)| in source standard 
 SHARE_TOLERANCE = 0.10  # relative, on the share of rows above the source's p90
 MIN_JUDGED_SHARE = 0.05  # below this the source's p90 sits on a tie: the share says little
 MIN_CPU_RATIO = 50.0
+# Ours' ML efficacy may spread wider across salts than 1.0.8's only by what two samples of this many
+# salts give by chance: a one-sided F-test of the two variances at this level.
+SPREAD_TEST_LEVEL = 0.05
 
 
 def spread(runs: list[dict], key: str) -> tuple[float, float] | None:
@@ -168,6 +171,25 @@ def _not_worse(result: dict, key: str, lower_is_better: bool) -> str:
     return "tie" if worse_by <= noise else "FAIL"
 
 
+def spread_check(result: dict, key: str = "ml") -> str:
+    """ML efficacy's spread over the salts, ours vs 1.0.8: PASS = ours no wider; tie = wider, but not
+    beyond chance (F-test of the variances, SPREAD_TEST_LEVEL); FAIL = wider beyond it; n/a = fewer
+    than 3 salts on a side (a spread from 2 values says nothing)."""
+    from scipy.stats import f as f_distribution
+
+    ours = [run[key] for run in result["runs"]["ours"] if run.get(key) is not None]
+    reference = [run[key] for run in result["runs"][REFERENCE] if run.get(key) is not None]
+    if len(ours) < 3 or len(reference) < 3:
+        return "n/a"
+    ours_variance, reference_variance = np.var(ours, ddof=1), np.var(reference, ddof=1)
+    if ours_variance <= reference_variance:
+        return "PASS"
+    if reference_variance == 0:
+        return "FAIL"
+    chance = f_distribution.sf(ours_variance / reference_variance, len(ours) - 1, len(reference) - 1)
+    return "tie" if chance >= SPREAD_TEST_LEVEL else "FAIL"
+
+
 def failing_columns(result: dict) -> tuple[list[str], list[str]]:
     """Numeric columns whose mean (over salts) misses by more than 0.05 sd, and those whose share above
     the source's p90 misses the source's share by more than 10 % of it."""
@@ -189,6 +211,7 @@ def acceptance(result: dict) -> dict[str, str]:
     checks = {key: _not_worse(result, key, True) for key, _ in LOWER_IS_BETTER}
     checks["sdm_overall"] = _not_worse(result, "sdm_overall", False)
     checks["ml"] = _not_worse(result, "ml", False) if result["target"] else "n/a"
+    checks["ml_spread"] = spread_check(result) if result["target"] else "n/a"
     outside = sum(sum(run["out_of_range"].values()) for run in result["runs"]["ours"])
     checks["out_of_range"] = "PASS" if outside == 0 else "FAIL"
     bad_mean, bad_share = failing_columns(result)
@@ -205,6 +228,7 @@ HEADERS = {
     "corr_error": "corr",
     "sdm_overall": "SDM",
     "ml": "ML",
+    "ml_spread": "MLsd",
     "out_of_range": "range",
     "mean": "mean",
     "above_p90": ">p90",
@@ -215,7 +239,8 @@ HEADERS = {
 def print_acceptance(results: list[dict]) -> None:
     print(
         "\n== acceptance (issue 12; mean over salts). vs 1.0.8: PASS = ours as good or better, tie = worse by"
-        " less than the salt-to-salt noise, FAIL = worse beyond it; n/a = no 1.0.8 output cached =="
+        " less than the salt-to-salt noise, FAIL = worse beyond it; n/a = no 1.0.8 output cached. MLsd:"
+        " ML efficacy's spread over the salts, tie = wider by no more than chance (F-test, 5 %) =="
     )
     print(f"{'table':12s}" + "".join(f"{header:>8s}" for header in HEADERS.values()))
     for result in results:
@@ -239,7 +264,7 @@ def markdown(results: list[dict]) -> str:
 
     lines = [
         "| table | 1.0.8 outputs | CPU ratio | 1-dim TVD | 2-dim TVD | correlation error | SDMetrics overall "
-        "| ML efficacy | out of range | verdicts (TVD1 TVD2 corr SDM ML range mean >p90 CPUx50) |",
+        "| ML efficacy | out of range | verdicts (TVD1 TVD2 corr SDM ML MLsd range mean >p90 CPUx50) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for result in results:
