@@ -24,8 +24,13 @@ MIN_CPU_RATIO = 50.0
 SPREAD_TEST_LEVEL = 0.05
 
 
+def _values(runs: list[dict], key: str) -> list[float]:
+    """The figure `key` of every run that has one."""
+    return [run[key] for run in runs if run.get(key) is not None]
+
+
 def spread(runs: list[dict], key: str) -> tuple[float, float] | None:
-    values = [run[key] for run in runs if run.get(key) is not None]
+    values = _values(runs, key)
     if not values:
         return None
     return float(np.mean(values)), float(np.std(values))
@@ -177,8 +182,7 @@ def spread_check(result: dict, key: str = "ml") -> str:
     than 3 salts on a side (a spread from 2 values says nothing)."""
     from scipy.stats import f as f_distribution
 
-    ours = [run[key] for run in result["runs"]["ours"] if run.get(key) is not None]
-    reference = [run[key] for run in result["runs"][REFERENCE] if run.get(key) is not None]
+    ours, reference = _values(result["runs"]["ours"], key), _values(result["runs"][REFERENCE], key)
     if len(ours) < 3 or len(reference) < 3:
         return "n/a"
     ours_variance, reference_variance = np.var(ours, ddof=1), np.var(reference, ddof=1)
