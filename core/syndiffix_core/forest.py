@@ -1,7 +1,7 @@
 """Trees for every combination of a cluster's columns, built level by level over all rows at once.
 
 Float space: every column is a float64 array (NaN = null) from the column codecs. Nulls are mapped to a
-value outside the data (2*max if max > 0, else 2*min if min < 0, else 1), each column's range is
+value above the data (max + (max - min), see `null_mapping`), each column's range is
 snapped to a power-of-two size aligned to half that size, and the 1-dim trees push their roots down
 past low-count edges, which anonymizes each column's min/max; higher-dim trees use the pushed ranges.
 
@@ -84,15 +84,17 @@ def snap_range(low: float, high: float) -> tuple[float, float]:
 
 
 def null_mapping(values: np.ndarray) -> float:
+    """The value nulls take in the trees: as far above the maximum as the values spread (a constant
+    column: its magnitude, or 1). The root then holds the data in a quarter to a half of its range
+    wherever they lie on the axis, as 1.0.8's min-max normalization gives. Twice the maximum left
+    1844-2004 in [0, 4096), and every multi-column tree spent five levels before it reached the data."""
     finite = values[~np.isnan(values)]
     if finite.size == 0:
         return 1.0
     lo, hi = float(finite.min()), float(finite.max())
-    if hi > 0:
-        return 2.0 * hi
-    if lo < 0:
-        return 2.0 * lo
-    return 1.0
+    if hi > lo:
+        return hi + (hi - lo)
+    return hi + (abs(hi) or 1.0)
 
 
 def unit_positions(values: np.ndarray, low: float, size: float) -> np.ndarray:
@@ -278,9 +280,13 @@ class Forest:
         return out
 
     def value_matrix(self) -> np.ndarray:
-        """Every row's (nulls mapped) float values, (rows, columns) with each column contiguous: a new
-        array of 8 bytes per cell."""
-        return self.values_at(np.arange(self.row_count), range(self.dims), order="F")
+        """Every row's float values, NaN = null, (rows, columns) with each column contiguous: a new array
+        of 8 bytes per cell."""
+        values = self.values_at(np.arange(self.row_count), range(self.dims), order="F")
+        for j in range(self.dims):
+            column = values[:, j]
+            column[column == self.null_values[j]] = np.nan
+        return values
 
     def column_range(self, column: int) -> tuple[float, float]:
         """The column's snapped range after the 1-dim push-down: (low, size)."""

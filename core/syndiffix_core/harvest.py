@@ -434,7 +434,7 @@ class Harvester:
         """The column's anonymized range as its two edge buckets of the 1-dim harvest, nulls left out:
         [[bottom bucket low, high], [top bucket low, high]]; the range is [edges[0, 0], edges[1, 1]].
 
-        Multi-column trees share the 1-dim root range, which is wider: a null mapping far beyond the
+        Multi-column trees share the 1-dim root range, which is wider: a null mapping beyond the
         maximum keeps the root from being pushed down, and edge cells overhang the data. Their buckets
         are clipped to this hull, which only uses what the 1-dim harvest releases anyway.
         """

@@ -335,8 +335,8 @@ def _calibrated_rows(
 def _place_nulls(
     left_values: np.ndarray, right_values: np.ndarray, null_values: Sequence[float] | None
 ) -> None:
-    """Nulls sort as one value outside the column's range (the forest's null mapping, beyond twice the
-    column's extreme), so they stay together and never split off low or high real values. In place."""
+    """Nulls sort as one value above the column's range (the forest's null mapping), so they stay
+    together and never split off low or high real values. In place."""
     if null_values is None:
         both = np.concatenate([left_values, right_values])
         null_values = [null_mapping(both[:, k]) for k in range(both.shape[1])]

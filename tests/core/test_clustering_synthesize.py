@@ -7,9 +7,11 @@ import pandas as pd
 import pytest
 
 from syndiffix_core import ClusteringParams, synthesize
+from syndiffix_core.clustering.dependence import map_nulls
 from syndiffix_core.clustering.plan import plan_table
 from syndiffix_core.columns import encode_frame
 from syndiffix_core.errors import InvalidInputError
+from syndiffix_core.forest import null_mapping
 
 
 def binned_tvd(a: pd.Series, b: pd.Series, bins: int = 10) -> float:
@@ -182,3 +184,25 @@ def test_clustered_synthesis_is_deterministic_for_a_salt():
     first = synthesize(table, salt="same")
     pd.testing.assert_frame_equal(first, synthesize(table, salt="same"))
     assert not first.equals(synthesize(table, salt="other"))
+
+
+def test_the_plan_places_nulls_by_its_own_rule_whatever_the_forest_maps_them_to():
+    """The forest maps nulls to max + (max - min); the plan measures with nulls beyond twice the extreme,
+    so the same table gives the same plan whether it arrives with NaN or with the plan's own mapping."""
+    table = wide_table(3000, 12, seed=2)
+    _, values = encode_frame(table)
+    values[np.random.default_rng(3).random(values.shape) < 0.1] = np.nan
+    mapped = map_nulls(values)
+    for j in range(values.shape[1]):
+        nulls = np.isnan(values[:, j])
+        expected = 2 * np.nanmax(values[:, j]) if np.nanmax(values[:, j]) > 0 else 2 * np.nanmin(values[:, j])
+        assert np.all(mapped[nulls, j] == expected)
+        assert np.array_equal(mapped[~nulls, j], values[~nulls, j])
+    names = list(table.columns)
+
+    def plan_of(matrix):
+        return plan_table(matrix, names, ClusteringParams(), target_column=None, rng=np.random.default_rng(0))
+
+    assert plan_of(values).clusters == plan_of(mapped).clusters
+    forest_mapped = np.where(np.isnan(values), [null_mapping(values[:, j]) for j in range(12)], values)
+    assert not np.array_equal(forest_mapped, mapped)

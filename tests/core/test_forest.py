@@ -30,9 +30,11 @@ def test_snapped_range_is_an_aligned_power_of_two_covering_the_values(low, high)
     assert start / (size / 2) == np.floor(start / (size / 2))
 
 
-def test_null_mapping_lies_outside_the_values():
-    assert null_mapping(np.array([1.0, 4.0, np.nan])) == 8.0
-    assert null_mapping(np.array([-3.0, -1.0])) == -6.0
+def test_null_mapping_lies_above_the_values_by_their_spread():
+    assert null_mapping(np.array([1.0, 4.0, np.nan])) == 7.0
+    assert null_mapping(np.array([-3.0, -1.0])) == 1.0
+    assert null_mapping(np.array([7.0, 7.0])) == 14.0
+    assert null_mapping(np.array([-2.0, -2.0])) == 0.0
     assert null_mapping(np.array([0.0, 0.0])) == 1.0
     assert null_mapping(np.array([np.nan])) == 1.0
 
@@ -128,7 +130,19 @@ def test_nulls_get_their_own_region():
     values = np.r_[np.arange(100.0), np.full(40, np.nan)]
     forest = make_forest(values[:, None])
     assert forest.null_values[0] == 198.0
-    assert np.all(forest.value_matrix()[100:, 0] == 198.0)
+    assert np.all(np.isnan(forest.value_matrix()[100:, 0]))
+    assert np.all(forest.values_at(np.arange(100, 140), (0,)) == 198.0)
+
+
+def test_nulls_leave_the_data_a_quarter_of_the_root_far_from_zero():
+    """Birth years 1844-2004 with nulls: mapped to twice the maximum, the root was [0, 4096) and every
+    multi-column tree spent five levels before a cell was as narrow as the data."""
+    years = np.r_[np.linspace(1844, 2004, 4000).round(), np.full(400, np.nan)]
+    forest = make_forest(years[:, None])
+    assert forest.null_values[0] == 2164.0
+    low, size = forest.column_range(0)
+    assert (low, size) == (1792.0, 512.0)
+    assert (2004 - 1844) / size > 0.25
 
 
 def test_leaves_hold_about_all_rows_of_a_1dim_tree():
@@ -309,7 +323,7 @@ def test_the_forest_keeps_ranks_in_the_narrowest_dtype_and_gives_back_the_exact_
     assert all(v.dtype != np.float64 or v.size < matrix.size for v in held)
     expected = np.where(np.isnan(matrix), forest.null_values[None, :], matrix)
     values = forest.value_matrix()
-    np.testing.assert_array_equal(values, expected)
+    np.testing.assert_array_equal(values, matrix)
     np.testing.assert_array_equal(np.signbit(values[:, 2]), np.signbit(signed_zeros))  # -0.0 kept
     rows = rng.integers(0, 5000, 300)
     np.testing.assert_array_equal(forest.values_at(rows, (2, 0)), expected[rows][:, [2, 0]])

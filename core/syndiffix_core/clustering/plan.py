@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from syndiffix_core.clustering.builder import ClusterBuilder, Clusters, DerivedCluster
-from syndiffix_core.clustering.dependence import measure_dependence
+from syndiffix_core.clustering.dependence import map_nulls, measure_dependence
 from syndiffix_core.clustering.ml import feature_clusters, select_features
 from syndiffix_core.clustering.solver import solve_stable
 from syndiffix_core.errors import InvalidInputError
@@ -37,7 +37,7 @@ def plan_table(
     rng: np.random.Generator,
     ordered_columns: Sequence[bool] | None = None,
 ) -> TablePlan:
-    """Decide the clusters of a table given as floats (rows x columns, NaN or mapped nulls).
+    """Decide the clusters of a table given as floats (rows x columns, NaN = null).
 
     - ``params.enabled`` false, or at most 5 columns without a target: one cluster of every column.
     - ``target_column`` (or ``params.main_column`` with ``params.main_features``): the target's features
@@ -72,6 +72,7 @@ def plan_table(
     if not params.enabled or (num_columns <= SINGLE_CLUSTER_COLUMNS and target is None):
         return TablePlan(Clusters(tuple(range(num_columns))), None)
 
+    values = map_nulls(values)
     measured = measure_dependence(values, sample_size=params.sample_size)
     if target is not None:
         if params.main_features is not None:
