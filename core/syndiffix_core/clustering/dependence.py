@@ -20,6 +20,7 @@ sample rows inside), so they are computed directly from the rows, one numpy pass
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,11 +59,13 @@ class DependenceResult:
 def measure_dependence(values: np.ndarray, *, sample_size: int) -> DependenceResult:
     """Dependence between every pair of columns of ``values`` (rows x columns, floats, NaN = null) and
     the entropy of every column, measured on at most ``sample_size`` rows (``content_sample``)."""
-    values = map_nulls(np.asarray(values, dtype=float))
+    values = np.asarray(values, dtype=float)
     num_rows, num_columns = values.shape
+    null_values = planning_null_values(values)
     sample = values
     if sample_size > 0 and num_rows > sample_size:
-        sample = values[content_sample(values, sample_size)]
+        sample = values[content_sample(values, sample_size, null_values)]
+    sample = map_nulls(sample, null_values)
 
     walk_levels = [_Levels.build(sample[:, i], RANGE_THRESHOLD) for i in range(num_columns)]
     entropies = np.array([_entropy(sample[:, i]) for i in range(num_columns)])
@@ -115,23 +118,46 @@ def _strata(column: np.ndarray) -> list[np.ndarray]:
     return [stratum for stratum in np.split(order, bounds) if len(stratum) >= MIN_STRATUM_ROWS]
 
 
-def content_sample(values: np.ndarray, sample_size: int) -> np.ndarray:
+def content_sample(
+    values: np.ndarray, sample_size: int, null_values: Sequence[float | None] | None = None
+) -> np.ndarray:
     """Sorted indices of the ``sample_size`` rows with the smallest hashes of their values: a fixed
     pseudo-random sample without replacement, independent of the row order and of the salt (equal
-    rows have equal hashes, and which of them is taken does not change the sample's values)."""
+    rows have equal hashes, and which of them is taken does not change the sample's values). With
+    ``null_values`` (`planning_null_values`) nulls hash as their mapped value, one column at a time,
+    so the table is never copied whole."""
     row_hash = np.zeros(values.shape[0], dtype=np.uint64)
     for column in range(values.shape[1]):
-        row_hash ^= hash_floats(values[:, column], column)
+        column_values = values[:, column]
+        if null_values is not None and null_values[column] is not None:
+            column_values = np.where(np.isnan(column_values), null_values[column], column_values)
+        row_hash ^= hash_floats(column_values, column)
     return np.sort(np.argsort(mix64(row_hash), kind="stable")[:sample_size])
 
 
-def map_nulls(values: np.ndarray) -> np.ndarray:
-    """``values`` (rows x columns, NaN = null) with every null as its column's `planning_null_value`."""
-    nulls = np.isnan(values)
-    if not nulls.any():
-        return values
-    null_values = np.array([planning_null_value(values[:, j]) for j in range(values.shape[1])])
-    return np.where(nulls, null_values[None, :], values)
+def map_nulls(values: np.ndarray, null_values: Sequence[float | None] | None = None) -> np.ndarray:
+    """``values`` (rows x columns, NaN = null) with every null as its column's `planning_null_value`
+    (of ``values``, unless ``null_values`` gives them): a new array when there are nulls, else
+    ``values`` itself."""
+    if null_values is None:
+        null_values = planning_null_values(values)
+    mapped = values
+    for j, null in enumerate(null_values):
+        if null is None:
+            continue
+        if mapped is values:
+            mapped = values.copy()
+        column = mapped[:, j]
+        column[np.isnan(column)] = null
+    return mapped
+
+
+def planning_null_values(values: np.ndarray) -> list[float | None]:
+    """Per column of ``values`` (NaN = null): its `planning_null_value`, None when it has no nulls."""
+    return [
+        planning_null_value(values[:, j]) if np.isnan(values[:, j]).any() else None
+        for j in range(values.shape[1])
+    ]
 
 
 def planning_null_value(column: np.ndarray) -> float:

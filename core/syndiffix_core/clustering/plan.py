@@ -72,13 +72,12 @@ def plan_table(
     if not params.enabled or (num_columns <= SINGLE_CLUSTER_COLUMNS and target is None):
         return TablePlan(Clusters(tuple(range(num_columns))), None)
 
-    values = map_nulls(values)
     measured = measure_dependence(values, sample_size=params.sample_size)
     if target is not None:
         if params.main_features is not None:
             features = [index_of(name, "main feature") for name in params.main_features]
         else:
-            features = select_features(values, target, rng=rng)
+            features = select_features(map_nulls(values), target, rng=rng)
         clusters = feature_clusters(
             target,
             features,
