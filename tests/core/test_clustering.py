@@ -123,6 +123,27 @@ def test_fast_quality_matches_the_quality_of_the_built_clusters():
             )
 
 
+def test_quality_kept_for_a_placement_is_that_of_every_permutation_placed_alike():
+    # The solver's swaps mostly reorder columns within the same clusters; what the stitch columns
+    # cover is then looked up, and must equal what a builder that never saw the placement computes.
+    rng = np.random.default_rng(11)
+    matrix = block_matrix([[0, 1, 2], [3, 4], [5, 6, 7]], 8, strong=0.6, weak=0.05)
+    matrix = matrix + rng.uniform(0, 0.1, (8, 8))
+    entropies = rng.uniform(0, 9, 8)
+    kept = ClusterBuilder(matrix, entropies, max_weight=15, merge_threshold=0.1)
+    permutation = list(range(8))
+    placements = set()
+    for _ in range(300):
+        a, b = rng.choice(8, size=2, replace=False)
+        permutation[a], permutation[b] = permutation[b], permutation[a]
+        fresh = ClusterBuilder(matrix, entropies, max_weight=15, merge_threshold=0.1)
+        placements.add(tuple(map(frozenset, fresh.build(permutation, refine_stitches=False).all_clusters())))
+        assert kept.unsatisfied_dependence_of(permutation) == pytest.approx(
+            fresh.unsatisfied_dependence_of(permutation), abs=1e-12
+        )
+    assert len(placements) < 150  # placements did repeat under other permutations
+
+
 def test_quality_counts_only_pairs_that_share_no_cluster():
     dependence = block_matrix([[0, 1], [2, 3]], 4, strong=0.5, weak=0.0)
     builder = ClusterBuilder(dependence, np.zeros(4), max_weight=15, merge_threshold=0.1)
