@@ -150,18 +150,25 @@ class RefinementDraws:
         found, drawn, sub_pool = self._draw_entries(columns, donor, entries)
         if found.size == 0:
             return
-        dims = dims[found] if isinstance(dims, np.ndarray) else np.full(found.size, dims)
+        # One dimension for all rows (a whole bucket's) stays a number: no per-row index arrays.
+        if isinstance(dims, np.ndarray):
+            dims = dims[found]
         position = dims - (dims > donor)
-        whole_batch = batch.low.ndim == 2
-        target = (rows[found], dims) if whole_batch else (rows[found],)
+        rows = rows[found]
+        target = (rows, dims) if batch.low.ndim == 2 else (rows,)
         batch.low[target], batch.high[target] = sub_pool.low[drawn, position], sub_pool.high[drawn, position]
         if len(columns) > 2:
             lazy = (sub_pool.depth[drawn] >= 0).nonzero()[0]
             if lazy.size:
                 sub_columns = columns[:donor] + columns[donor + 1 :]
                 sub_batch = single.setdefault(sub_columns, _Batch())
-                target = tuple(index[lazy] for index in target)
-                batch.fills.append((sub_batch, sub_batch.add(drawn[lazy], position[lazy]), target))
+                if isinstance(position, np.ndarray):
+                    position = position[lazy]
+                    target = tuple(index[lazy] for index in target)
+                else:
+                    position = np.full(lazy.size, position)
+                    target = (rows[lazy], dims) if len(target) == 2 else (rows[lazy],)
+                batch.fills.append((sub_batch, sub_batch.add(drawn[lazy], position), target))
 
     def _draw_entries(self, columns, drop, entries):
         """Count-weighted draw of one sub-pool entry under each placeholder's subnode `drop`.
@@ -206,7 +213,8 @@ def _weighted_draw(cumulative, start, stop, uniforms) -> np.ndarray:
     else:
         drawn = cumulative.searchsorted(target, side="right")
     drawn -= 1
-    np.maximum(drawn, start, out=drawn)
+    # target >= cumulative[start], so drawn >= start; only a target rounded up to cumulative[stop] goes
+    # past the last entry.
     np.minimum(drawn, stop - 1, out=drawn)
     return drawn
 
