@@ -167,9 +167,10 @@ class ClusterBuilder:
         it: the solver's objective. Scoring the strongest links too made the solver group columns
         differently, for the worse on real tables (docs/clustering.md).
 
-        What the stitch columns cover is a function of the clusters' column sets in order, and an
-        annealing run meets each such placement many times under other permutations (wa_churn: 5,366
-        permutations, 698 placements), so it is kept, keyed by the clusters' column masks."""
+        What the stitch columns cover is a function of the clusters' column sets in order (up to the
+        order of a float sum's terms), and an annealing run meets each such placement many times under
+        other permutations (wa_churn: 5,366 permutations, 698 placements), so it is kept, keyed by the
+        clusters' column masks."""
         members, weights, covered, masks = self._place_columns(permutation)
         key = tuple(masks)
         addends = self._stitch_coverage.get(key)
