@@ -162,12 +162,10 @@ class RefinementDraws:
             if lazy.size:
                 sub_columns = columns[:donor] + columns[donor + 1 :]
                 sub_batch = single.setdefault(sub_columns, _Batch())
-                if isinstance(position, np.ndarray):
-                    position = position[lazy]
-                    target = tuple(index[lazy] for index in target)
-                else:
-                    position = np.full(lazy.size, position)
-                    target = (rows[lazy], dims) if len(target) == 2 else (rows[lazy],)
+                position = (
+                    position[lazy] if isinstance(position, np.ndarray) else np.full(lazy.size, position)
+                )
+                target = tuple(index[lazy] if isinstance(index, np.ndarray) else index for index in target)
                 batch.fills.append((sub_batch, sub_batch.add(drawn[lazy], position), target))
 
     def _draw_entries(self, columns, drop, entries):
