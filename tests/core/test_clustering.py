@@ -15,7 +15,7 @@ from syndiffix_core.clustering import (
 )
 from syndiffix_core.clustering import builder as builder_module
 from syndiffix_core.clustering.builder import column_weights
-from syndiffix_core.clustering.dependence import conditional_excess, content_sample
+from syndiffix_core.clustering.dependence import ConditionalDependence, conditional_excess, content_sample
 from syndiffix_core.clustering.plan import with_pairs_joined
 from syndiffix_core.clustering.solver import solve_permutation
 
@@ -200,6 +200,16 @@ def test_conditional_excess_sees_what_the_given_column_does_not_carry(seed):
     assert abs(conditional_excess(measured.sample, 4, 1, 0)) < 0.02
     assert abs(conditional_excess(measured.sample, 4, 2, 0)) < 0.02
     assert conditional_excess(measured.sample, 4, 3, 0) > 0.15
+
+
+def test_one_conditional_dependence_asked_many_triples_gives_what_separate_ones_give():
+    """The strata, shuffles and per-stratum trees it keeps between calls change no value, whatever
+    the order of the calls (the shuffles are not drawn from one stream shared by all calls)."""
+    sample = measure_dependence(three_way_sample(3), sample_size=1000).sample
+    triples = [(4, 3, 0), (4, 1, 0), (1, 3, 0), (4, 3, 0), (3, 4, 1), (0, 2, 4), (4, 1, 3), (2, 1, 0)]
+    shared = ConditionalDependence(sample)
+    for x, y, given in triples[::-1] + triples:
+        assert shared.excess(x, y, given) == ConditionalDependence(sample).excess(x, y, given)
 
 
 def test_a_near_tie_that_carries_more_given_the_first_stitch_column_replaces_the_taken_one():

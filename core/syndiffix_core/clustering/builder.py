@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from syndiffix_core.clustering.dependence import conditional_excess
+from syndiffix_core.clustering.dependence import ConditionalDependence
 
 # A derived cluster is filled up to this share of max_weight with its own columns, which leaves room
 # for its stitch columns.
@@ -35,7 +35,7 @@ STRONGEST_LINK_MARGIN = 0.05
 # a further stitch column that was taken is a near tie: the dependence measure cannot rank the two.
 NEAR_TIE = 0.02
 # A near tie replaces the taken column when, given the first stitch column, its link to its member beats
-# the taken column's by at least this much (`conditional_excess`; its shuffle noise on a 1000-row sample
+# the taken column's by at least this much (`ConditionalDependence.excess`; its shuffle noise on a 1000-row sample
 # is about 0.01).
 CONDITIONAL_MARGIN = 0.03
 # A member whose rank correlations with the earlier columns, as its stitch columns imply them, miss the
@@ -130,6 +130,7 @@ class ClusterBuilder:
             raise ValueError(f"main column {main_column} is not a column index below {self.num_columns}")
         self.main_column = main_column
         self.sample = sample
+        self._conditional = ConditionalDependence(sample) if sample is not None else None
         self.ordered = list(ordered) if ordered is not None else None
         self._rank_correlation: np.ndarray | None = None
         self._total_dependence = float(dependence.sum())
@@ -348,7 +349,7 @@ class ClusterBuilder:
             return max((dep[column][member], member) for member in cluster)
 
         def beyond_first(column: int) -> float:
-            return conditional_excess(self.sample, strongest(column)[1], column, first)
+            return self._conditional.excess(strongest(column)[1], column, first)
 
         chosen = list(stitch)
         for position in range(1, len(stitch)):

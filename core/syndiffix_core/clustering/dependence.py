@@ -85,25 +85,63 @@ def conditional_excess(sample: np.ndarray, x: int, y: int, given: int) -> float:
     so the same average with y shuffled within each stratum (mean of `NULL_SHUFFLES` fixed-seed shuffles)
     is subtracted: about 0 when ``given`` explains all of the link between x and y (or there is none),
     clearly positive when x and y share something ``given`` does not carry."""
-    strata = _strata(sample[:, given])
-    if not strata:
-        return 0.0
-    rows = np.array([len(stratum) for stratum in strata], dtype=float)
-    x_levels = [_Levels.build(sample[stratum, x], RANGE_THRESHOLD) for stratum in strata]
-    y_levels = [_Levels.build(sample[stratum, y], RANGE_THRESHOLD) for stratum in strata]
+    return ConditionalDependence(sample).excess(x, y, given)
 
-    def mean_dependence(shuffles: list[np.ndarray] | None) -> float:
-        scores = [
-            _pair_dependence(levels, other if shuffles is None else other.reordered(shuffles[index]))
-            for index, (levels, other) in enumerate(zip(x_levels, y_levels, strict=True))
-        ]
-        return float(np.dot(scores, rows) / rows.sum())
 
-    rng = np.random.default_rng(0)
-    chance = np.mean(
-        [mean_dependence([rng.permutation(len(stratum)) for stratum in strata]) for _ in range(NULL_SHUFFLES)]
-    )
-    return mean_dependence(None) - float(chance)
+class ConditionalDependence:
+    """`conditional_excess` over one sample, for many (x, y, given). Calls that share the given column
+    share its strata and their shuffles, and calls that share a column and the given column share that
+    column's 1-dim trees per stratum; the clustering asks for the same triple more than once while it
+    judges near ties. So all of them are kept (the values are those of separate calls)."""
+
+    def __init__(self, sample: np.ndarray):
+        self.sample = sample
+        self._strata: dict[int, tuple[list[np.ndarray], np.ndarray, list[list[np.ndarray]]]] = {}
+        self._levels: dict[tuple[int, int], list[_Levels]] = {}
+        self._excess: dict[tuple[int, int, int], float] = {}
+
+    def excess(self, x: int, y: int, given: int) -> float:
+        key = (x, y, given)
+        if key not in self._excess:
+            self._excess[key] = self._measure(x, y, given)
+        return self._excess[key]
+
+    def _measure(self, x: int, y: int, given: int) -> float:
+        strata, rows, shuffle_sets = self._strata_of(given)
+        if not strata:
+            return 0.0
+        x_levels, y_levels = self._levels_of(given, x), self._levels_of(given, y)
+
+        def mean_dependence(shuffles: list[np.ndarray] | None) -> float:
+            scores = [
+                _pair_dependence(levels, other if shuffles is None else other.reordered(shuffles[index]))
+                for index, (levels, other) in enumerate(zip(x_levels, y_levels, strict=True))
+            ]
+            return float(np.dot(scores, rows) / rows.sum())
+
+        chance = np.mean([mean_dependence(shuffles) for shuffles in shuffle_sets])
+        return mean_dependence(None) - float(chance)
+
+    def _strata_of(self, given: int) -> tuple[list[np.ndarray], np.ndarray, list[list[np.ndarray]]]:
+        """The strata of ``given``, their row counts and the `NULL_SHUFFLES` fixed-seed shuffles."""
+        if given not in self._strata:
+            strata = _strata(self.sample[:, given])
+            rows = np.array([len(stratum) for stratum in strata], dtype=float)
+            rng = np.random.default_rng(0)
+            shuffle_sets = [
+                [rng.permutation(len(stratum)) for stratum in strata] for _ in range(NULL_SHUFFLES)
+            ]
+            self._strata[given] = (strata, rows, shuffle_sets)
+        return self._strata[given]
+
+    def _levels_of(self, given: int, column: int) -> list[_Levels]:
+        key = (given, column)
+        if key not in self._levels:
+            strata = self._strata_of(given)[0]
+            self._levels[key] = [
+                _Levels.build(self.sample[stratum, column], RANGE_THRESHOLD) for stratum in strata
+            ]
+        return self._levels[key]
 
 
 def _strata(column: np.ndarray) -> list[np.ndarray]:
