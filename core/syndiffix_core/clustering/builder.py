@@ -35,8 +35,8 @@ STRONGEST_LINK_MARGIN = 0.05
 # a further stitch column that was taken is a near tie: the dependence measure cannot rank the two.
 NEAR_TIE = 0.02
 # A near tie replaces the taken column when, given the first stitch column, its link to its member beats
-# the taken column's by at least this much (`ConditionalDependence.excess`; its shuffle noise on a 1000-row sample
-# is about 0.01).
+# the taken column's by at least this much (`ConditionalDependence.excess`; its shuffle noise on a
+# 1000-row sample is about 0.01).
 CONDITIONAL_MARGIN = 0.03
 # A member whose rank correlations with the earlier columns, as its stitch columns imply them, miss the
 # sample's by this much more in sum than with one further stitch column gets that column.
