@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -430,24 +432,58 @@ def test_no_stitch_column_joins_a_cluster_that_has_reached_the_column_cap(monkey
     assert [c.stitch_columns for c in clusters.derived] == [(3, 0)]
 
 
+def _stitch_choice_by_the_rule(
+    builder: ClusterBuilder, cluster: list[int], weight: float, available: list[int]
+):
+    """The stitch choice ranked among the available columns alone (the rule of `_choose_stitch_columns`):
+    the best candidate (or the main column) first, then the others by maximum while the weight allows."""
+    dep = builder.dependence
+    average_step, max_step = builder_module.AVERAGE_DEPENDENCE_STEP, builder_module.MAX_DEPENDENCE_STEP
+    scored = []
+    for candidate in available:
+        values = [dep[candidate][member] for member in cluster]
+        total, maximum = sum(values), max(values)
+        key = (
+            math.floor(total / len(cluster) / average_step),
+            math.floor(maximum / max_step),
+            builder.total_dependence[candidate],
+        )
+        scored.append((key, maximum, total, candidate))
+    scored.sort(reverse=True)
+    main = builder.main_column
+    first = next(i for i in scored if i[3] == main) if main in available else scored[0]
+    stitch, covered = [first[3]], first[2]
+    used = max(weight, builder_module.STITCH_RESERVED_SHARE * builder.max_weight) + builder.weights[first[3]]
+    for _, maximum, total, candidate in sorted(
+        scored, key=lambda i: (math.floor(i[1] / max_step), i[2]), reverse=True
+    ):
+        fits = used + builder.weights[candidate] <= builder.max_weight
+        if candidate != first[3] and maximum >= builder.merge_threshold and fits:
+            stitch.append(candidate)
+            covered += total
+            used += builder.weights[candidate]
+    return tuple(stitch), covered
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_stitch_choice_does_not_depend_on_the_order_of_available_columns(seed: int) -> None:
-    """The solver keeps stitch choices per (cluster, set of available columns): that is only exact if the
-    order in which earlier clusters listed their columns never changes the choice or its score."""
+def test_stitch_choices_from_the_kept_candidate_orders_are_those_of_the_available_columns_alone(seed: int):
+    """The builder ranks every candidate of a cluster once and picks the available ones from that order:
+    the same choice and score as ranking the available columns alone, for every set of them (ties in the
+    rounded keys included: equal keys keep their order among any subset)."""
     rng = np.random.default_rng(seed)
     size = 9
-    dependence = rng.random((size, size)) ** 3
-    entropies = rng.uniform(0, 6, size)
+    dependence = np.round(rng.random((size, size)) ** 2, 1)  # coarse values: many tied keys
+    entropies = rng.choice([1.0, 4.0], size)  # equal weights: which tied candidate is tried first matters
     main = int(rng.integers(size)) if seed % 2 else None
+    builder = ClusterBuilder(dependence, entropies, max_weight=15, merge_threshold=0.1, main_column=main)
     columns = rng.permutation(size).tolist()
-    cluster, available = columns[:3], columns[3:]
-    choices = []
-    for order in (available, available[::-1], rng.permutation(available).tolist()):
-        # A fresh builder per order, so that no kept choice answers for another order.
-        builder = ClusterBuilder(dependence, entropies, max_weight=15, merge_threshold=0.1, main_column=main)
-        choices.append(builder._choose_stitch_columns(cluster, 7.5, list(order)))
-    assert choices[1] == choices[0] and choices[2] == choices[0]
-    assert choices[0][0] and set(choices[0][0]) <= set(available)
+    cluster, others = columns[:3], columns[3:]
+    for _ in range(12):
+        available = [c for c in others if rng.random() < 0.6] or others[:1]
+        mask = sum(1 << c for c in available)
+        assert builder._choose_stitch_columns(cluster, 7.5, mask) == _stitch_choice_by_the_rule(
+            builder, cluster, 7.5, available
+        )
 
 
 def test_kept_stitch_choices_are_not_changed_by_their_callers() -> None:
@@ -456,9 +492,9 @@ def test_kept_stitch_choices_are_not_changed_by_their_callers() -> None:
     dependence = rng.random((6, 6))
     builder = ClusterBuilder(dependence, np.full(6, 2.0), max_weight=30, merge_threshold=0.05)
     available = 0b1111  # columns 0-3
-    first, _ = builder._stitch_columns([4, 5], 3.0, [0, 1, 2, 3], available)
+    first, _ = builder._stitch_columns([4, 5], 3.0, available)
     first.append(99)
-    again, _ = builder._stitch_columns([4, 5], 3.0, [3, 2, 1, 0], available)
+    again, _ = builder._stitch_columns([4, 5], 3.0, available)
     assert 99 not in again
 
 

@@ -136,6 +136,7 @@ class ClusterBuilder:
         self._total_dependence = float(dependence.sum())
         self._stitch_choices: dict[tuple[tuple[int, ...], int], tuple[tuple[int, ...], float]] = {}
         self._stitch_coverage: dict[tuple[int, ...], list[float]] = {}
+        self._candidate_orders: dict[tuple[int, ...], tuple[list[tuple], list[tuple]]] = {}
 
     def build(self, permutation: Sequence[int], *, refine_stitches: bool = True) -> Clusters:
         """The clusters of a permutation. With ``refine_stitches`` a further stitch column gives way to a
@@ -148,7 +149,7 @@ class ClusterBuilder:
         derived: list[DerivedCluster] = []
         available = list(members[0])
         for cluster, weight in zip(members[1:], weights[1:], strict=True):
-            stitch, _ = self._stitch_columns(cluster, weight, available, _mask(available))
+            stitch, _ = self._stitch_columns(cluster, weight, _mask(available))
             if refine_stitches:
                 stitch = self._judge_near_ties(cluster, weight, stitch, available)
                 stitch += self._strongest_links(cluster, stitch, available)
@@ -193,11 +194,10 @@ class ClusterBuilder:
         addends: list[float] = []
         stitches_of: list[list[int]] = [[]]
         stitch_pairs: set[tuple[int, int]] = set()
-        available = list(members[0])
-        available_mask = _mask(available)
+        available_mask = _mask(members[0])
         for index in range(1, len(members)):
             cluster = members[index]
-            stitch, stitch_sums = self._stitch_columns(cluster, weights[index], available, available_mask)
+            stitch, stitch_sums = self._stitch_columns(cluster, weights[index], available_mask)
             addends.append(stitch_sums)
             # Pairs of stitch columns are the only pairs that can already share an earlier cluster.
             for i, a in enumerate(stitch):
@@ -213,7 +213,6 @@ class ClusterBuilder:
                     stitch_pairs.add(pair)
                     addends.append(dep[a][b])
             stitches_of.append(stitch)
-            available.extend(cluster)
             available_mask |= _mask(cluster)
         return addends
 
@@ -271,7 +270,7 @@ class ClusterBuilder:
         return members, cluster_weight, covered, masks
 
     def _stitch_columns(
-        self, cluster: list[int], weight: float, available: list[int], available_mask: int
+        self, cluster: list[int], weight: float, available_mask: int
     ) -> tuple[list[int], float]:
         """Stitch columns for a derived cluster, from the columns placed before it: the best one (or the
         main column) always, then others that depend enough on the cluster while the weight allows.
@@ -279,48 +278,31 @@ class ClusterBuilder:
 
         The choice depends on the cluster (in placement order, which fixes ``weight``) and on the set of
         available columns, not their order; the solver asks for each such pair 4-6 times on average
-        (wa_churn: 12,122 calls, 1,886 pairs), so choices are kept, keyed by the cluster and
-        `available_mask` (bit c set for each available column c)."""
+        (wa_churn: 12,122 calls, 1,886 pairs; ISLR Credit, 12 columns: 3 times), so choices are kept,
+        keyed by the cluster and `available_mask` (bit c set for each available column c)."""
         key = (tuple(cluster), available_mask)
         known = self._stitch_choices.get(key)
         if known is None:
-            known = self._choose_stitch_columns(cluster, weight, available)
+            known = self._choose_stitch_columns(cluster, weight, available_mask)
             self._stitch_choices[key] = known
         return list(known[0]), known[1]
 
     def _choose_stitch_columns(
-        self, cluster: list[int], weight: float, available: list[int]
+        self, cluster: list[int], weight: float, available_mask: int
     ) -> tuple[tuple[int, ...], float]:
-        dep = self.dependence
-        size = len(cluster)
-        scored = []
-        for candidate in available:
-            values = list(map(dep[candidate].__getitem__, cluster))
-            total = sum(values)
-            maximum = max(values)
-            key = (
-                math.floor(total / size / AVERAGE_DEPENDENCE_STEP),
-                math.floor(maximum / MAX_DEPENDENCE_STEP),
-                self.total_dependence[candidate],
-            )
-            scored.append((key, maximum, total, candidate))
-        scored.sort(reverse=True)
-
+        ranked, by_maximum = self._ranked_candidates(tuple(cluster))
+        scored = [item for item in ranked if available_mask >> item[3] & 1]
         main = self.main_column
-        if main is not None and main in available:
+        if main is not None and available_mask >> main & 1:
             first = next(item for item in scored if item[3] == main)
         else:
             first = scored[0]
         stitch = [first[3]]
         covered = first[2]
         total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[3]]
-        # A further stitch column carries its strongest link into the cluster, so candidates are tried by
-        # their maximum dependence to a cluster column (then their total): the weight limit then leaves
-        # out a column weakly tied to every member rather than one strongly tied to one member.
-        by_maximum = sorted(
-            scored, key=lambda item: (math.floor(item[1] / MAX_DEPENDENCE_STEP), item[2]), reverse=True
-        )
         for _, maximum, total, candidate in by_maximum:
+            if not available_mask >> candidate & 1:
+                continue
             if candidate == first[3] or maximum < self.merge_threshold:
                 continue
             if total_weight + self.weights[candidate] > self.max_weight:
@@ -329,6 +311,41 @@ class ClusterBuilder:
             covered += total
             total_weight += self.weights[candidate]
         return tuple(stitch), covered
+
+    def _ranked_candidates(self, cluster: tuple[int, ...]) -> tuple[list[tuple], list[tuple]]:
+        """Every column outside ``cluster`` as a stitch candidate (key, maximum, total, column), best
+        first, and the same in the order further stitch columns are tried. A stitch choice takes the
+        available ones in these orders; the solver meets the same cluster under many sets of available
+        columns, so both orders are kept per cluster (in placement order: it fixes the float sums).
+
+        A further stitch column carries its strongest link into the cluster, so candidates are tried by
+        their maximum dependence to a cluster column (then their total): the weight limit then leaves
+        out a column weakly tied to every member rather than one strongly tied to one member."""
+        known = self._candidate_orders.get(cluster)
+        if known is None:
+            dep = self.dependence
+            size = len(cluster)
+            members = set(cluster)
+            ranked = []
+            for candidate in range(self.num_columns):
+                if candidate in members:
+                    continue
+                values = list(map(dep[candidate].__getitem__, cluster))
+                total = sum(values)
+                maximum = max(values)
+                key = (
+                    math.floor(total / size / AVERAGE_DEPENDENCE_STEP),
+                    math.floor(maximum / MAX_DEPENDENCE_STEP),
+                    self.total_dependence[candidate],
+                )
+                ranked.append((key, maximum, total, candidate))
+            ranked.sort(reverse=True)
+            # Stable: equal keys keep the order above, as they would among any subset of the candidates.
+            by_maximum = sorted(
+                ranked, key=lambda item: (math.floor(item[1] / MAX_DEPENDENCE_STEP), item[2]), reverse=True
+            )
+            known = self._candidate_orders[cluster] = (ranked, by_maximum)
+        return known
 
     def _judge_near_ties(
         self, cluster: list[int], weight: float, stitch: list[int], available: list[int]
