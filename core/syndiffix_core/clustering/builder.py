@@ -291,12 +291,11 @@ class ClusterBuilder:
         self, cluster: list[int], weight: float, available_mask: int
     ) -> tuple[tuple[int, ...], float]:
         ranked, by_maximum = self._ranked_candidates(tuple(cluster))
-        scored = [item for item in ranked if available_mask >> item[3] & 1]
         main = self.main_column
         if main is not None and available_mask >> main & 1:
-            first = next(item for item in scored if item[3] == main)
+            first = next(item for item in ranked if item[3] == main)
         else:
-            first = scored[0]
+            first = next(item for item in ranked if available_mask >> item[3] & 1)
         stitch = [first[3]]
         covered = first[2]
         total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[3]]
