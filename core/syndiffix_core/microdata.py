@@ -11,7 +11,8 @@ prefix of the range's first and last strings + "*" + the drawn index (e.g. `city
 In a cluster of several columns, each column's rows are first dealt its 1-dim buckets in the order of
 their own values (`_calibrated_ranges`), so the column keeps its 1-dim distribution and the joint ranks.
 Numbers and timestamps stay between the column's known values (`known_values`): the outermost 1-dim
-buckets, when ranges, are drawn on their inner side, so no value falls beyond the source's extremes.
+buckets, when ranges, are drawn in their part between those values, so no value falls beyond the
+source's extremes.
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ class Microdata:
     @property
     def row_count(self) -> int:
         return self.floats.shape[0]
+
+
+# An outermost 1-dim bucket holding at most this share of a column's rows is a tail: its rows are drawn
+# at the known value it reaches (`_inside_known_values`).
+TAIL_SHARE = 0.1
 
 
 class MicrodataBuilder:
@@ -138,21 +144,32 @@ class MicrodataBuilder:
         return self._known_values[column]
 
     def _inside_known_values(self, column, lo, hi, null):
-        """Ranges moved inside the column's known values: the outermost 1-dim buckets, when ranges,
-        reach beyond the data's extremes by up to their width, and a uniform draw there can fall below
-        the source's minimum or above its maximum. Such a range keeps its width but ends at the known
-        edge on its inner side (the outermost rows stay the outermost, and the tail keeps its mass
-        close to where the 1-dim tree put it); clipped so that it stays between the known values."""
+        """Ranges cut to the column's known values: the outermost 1-dim buckets, when ranges, reach
+        beyond the data's extremes by up to their width, and a uniform draw there can fall below the
+        source's minimum or above its maximum. Such a range keeps its part between the known values.
+        The bucket that starts at the highest known value (ends at the lowest) keeps that value alone
+        when it is a tail (at most TAIL_SHARE of the rows): its rows lie at or beyond it, so they stay
+        as far out as the harvest shows values to exist. Spread a bucket width inwards they would
+        lose a heavy tail's mass (a 506-row crime rate's top bucket [32, 64) drawn in [0, 32)). A
+        bucket holding more of the rows (a tiny table's, or a column of a few buckets) is spread that
+        way, so that the column keeps a spread of values instead of piling them onto the edge."""
         known = self.known_values(column)
         if known is None:
             return lo, hi
         lowest, highest = known
+        present = ~null
+        tail_rows = TAIL_SHARE * present.sum()
         width = hi - lo
-        below = ~null & (lo < lowest)
-        above = ~null & (hi > highest)
+        below, above = present & (lo < lowest), present & (hi > highest)
         lo, hi = lo.copy(), hi.copy()
-        lo[below], hi[below] = lowest, np.minimum(lowest + width[below], highest)
-        lo[above], hi[above] = np.maximum(highest - width[above], lowest), highest
+        lo[below], hi[below] = lowest, np.minimum(hi[below], highest)
+        lo[above], hi[above] = np.maximum(lo[above], lowest), highest
+        for edge, inwards in ((below & (lo == hi), 1.0), (above & (lo == hi), -1.0)):
+            if edge.sum() > tail_rows:
+                value = lo[edge]
+                lo[edge], hi[edge] = np.sort(
+                    [value, np.clip(value + inwards * width[edge], lowest, highest)], axis=0
+                )
         return lo, hi
 
     def safe_string_indices(self, column: int) -> np.ndarray:
