@@ -30,10 +30,12 @@ FIGURES = [
 ]
 
 
-def moved(before: list[dict], after: list[dict], key: str, lower_is_better: bool) -> tuple[str, float] | None:
-    """("better" | "worse" | "same", after / before) of one figure, "same" within the noise (the two
-    salt-to-salt standard deviations added in quadrature, as the acceptance's ties); None where either
-    run lacks it."""
+def moved(
+    before: list[dict], after: list[dict], key: str, lower_is_better: bool
+) -> tuple[str, float, float] | None:
+    """("better" | "worse" | "same", mean before, mean after) of one figure, "same" within the noise
+    (the two salt-to-salt standard deviations added in quadrature, as the acceptance's ties); None where
+    either run lacks it."""
     old, new = spread(before, key), spread(after, key)
     if old is None or new is None:
         return None
@@ -41,8 +43,7 @@ def moved(before: list[dict], after: list[dict], key: str, lower_is_better: bool
     verdict = "same"
     if abs(change) > float(np.hypot(old[1], new[1])):
         verdict = "better" if (change < 0) == lower_is_better else "worse"
-    ratio = new[0] / old[0] if old[0] > 0 and new[0] > 0 else float("nan")
-    return verdict, ratio
+    return verdict, old[0], new[0]
 
 
 def _pair_moves(before: list[dict], after: list[dict], count: int) -> list[str]:
@@ -76,15 +77,11 @@ def compare(before: dict, after: dict, pairs: int) -> None:
             result = moved(old["runs"]["ours"], table["runs"]["ours"], key, lower_is_better)
             if result is None:
                 continue
-            verdict, ratio = result
+            verdict, old_mean, new_mean = result
             counts[key][verdict] += 1
-            if np.isfinite(ratio):
-                ratios[key].append(ratio)
+            if old_mean > 0 and new_mean > 0:
+                ratios[key].append(new_mean / old_mean)
             if verdict != "same" and key != "cpu_seconds":
-                old_mean, new_mean = (
-                    spread(old["runs"]["ours"], key)[0],
-                    spread(table["runs"]["ours"], key)[0],
-                )
                 changes.append(f"{label} {verdict} ({old_mean:.4f} -> {new_mean:.4f})")
         print(f"{table['table']:36s} {'; '.join(changes) or 'no figure moved beyond noise'}")
         if pairs:
