@@ -29,6 +29,7 @@ import numpy as np
 from .anonymizer import run_starts
 from .distinct_rows import DistinctRows
 from .forest import Forest, Tree, join_arrays
+from .pool_links import pair_link, primary_choices
 from .refinement import RefinementDraws
 from .threads import map_in_threads
 
@@ -147,6 +148,8 @@ class Harvester:
         self._cumulative_cache: dict[tuple[int, ...], np.ndarray] = {}
         self._target_cache: dict[tuple, tuple[np.ndarray, ...]] = {}
         self._bounds: dict[int, np.ndarray] = {}
+        self._primaries: dict[tuple[int, ...], np.ndarray | None] = {}
+        self._links: dict[tuple[int, int], float] = {}
 
     def release(self, keep: Callable[[tuple[int, ...]], bool], *, tree_lookups_only: bool = False) -> None:
         """Drop the cached pools and lookups of every tree whose columns `keep` rejects; with
@@ -155,7 +158,7 @@ class Harvester:
         caches = (
             (self._preorders,)
             if tree_lookups_only
-            else (self._pools, self._preorders, self._cumulative_cache)
+            else (self._pools, self._preorders, self._cumulative_cache, self._primaries, self._links)
         )
         for cache in caches:
             for columns in [c for c in cache if not keep(c)]:
@@ -501,6 +504,23 @@ class Harvester:
             stop = np.maximum(np.searchsorted(sub_pool.origin, last), start)
             self._sub_range_cache[key] = (_narrow(start), _narrow(stop))
         return self._sub_range_cache[key]
+
+    def primary_choices(self, columns: tuple[int, ...]) -> np.ndarray | None:
+        """The dimensions refinement of the pool over `columns` (k > 2) may draw alone (None: any), from
+        the links in their 2-dim pools (`pool_links`)."""
+        if columns not in self._primaries:
+            k = len(columns)
+            links = np.zeros((k, k))
+            for a, b in combinations(range(k), 2):
+                links[a, b] = links[b, a] = self._pair_link(columns[a], columns[b])
+            self._primaries[columns] = primary_choices(links)
+        return self._primaries[columns]
+
+    def _pair_link(self, a: int, b: int) -> float:
+        if (a, b) not in self._links:
+            pool = self.pool((a, b))
+            self._links[a, b] = pair_link(pool.low, pool.high, pool.count)
+        return self._links[a, b]
 
     def _cumulative(self, columns) -> np.ndarray:
         if columns not in self._cumulative_cache:

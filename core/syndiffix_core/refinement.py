@@ -3,11 +3,14 @@
 A refined bucket of a k-dim node X (a placeholder entry of X's tree's pool) gets a random primary
 dimension i: its other k-1 dimensions are a sub-bucket drawn count-weighted from the entries under
 X's subnode i (the node of the tree without dimension i that has X's ranges there), and dimension i
-is drawn under subnode (i + 1) % k. A 2-dim bucket so draws each dimension under the other
-dimension's subnode, whatever its primary. A drawn sub-pool entry that is itself a placeholder is
-concretized the same way: all its dimensions for a sub-bucket, only the one needed for a dimension,
-which is drawn under one of its other subnodes picked at random. Where a subnode is missing or holds
-no entries, X keeps its own range; X's singular dimensions keep its point.
+is drawn under subnode (i + 1) % k. Dimension i so keeps its links to the others only as far as X's
+ranges carry them; where two dimensions follow each other (`pool_links.TIED_LINK` in their 2-dim
+pool) and others do not, the primary is drawn among the others, so the pair stays in the sub-bucket.
+A 2-dim bucket so draws each dimension under the other dimension's subnode, whatever its primary. A
+drawn sub-pool entry that is itself a placeholder is concretized the same way: all its dimensions for
+a sub-bucket, only the one needed for a dimension, which is drawn under one of its other subnodes
+picked at random. Where a subnode is missing or holds no entries, X keeps its own range; X's singular
+dimensions keep its point.
 
 The draws go breadth-first: every request to one pool, from all placeholders one column wider, is
 drawn in one batch, widest pools first (a request only ever goes one column narrower), and the drawn
@@ -108,7 +111,11 @@ class RefinementDraws:
             for drop in (0, 1):
                 self._draw_dimension(columns, batch, np.arange(entries.size), entries, 1 - drop, drop, single)
             return
-        primary = self.rng.integers(0, k, size=entries.size)
+        choices = self.harvester.primary_choices(columns)
+        if choices is None:
+            primary = self.rng.integers(0, k, size=entries.size)
+        else:
+            primary = choices[self.rng.integers(0, choices.size, size=entries.size)]
         for i in range(k):
             rows = (primary == i).nonzero()[0]
             if rows.size == 0:

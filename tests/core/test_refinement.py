@@ -76,3 +76,25 @@ def test_refined_buckets_depend_only_on_the_random_numbers():
     np.testing.assert_array_equal(first[0], again[0])
     np.testing.assert_array_equal(first[1], again[1])
     assert np.any(first[0] != other[0])
+
+
+def _monthly_series(years: int) -> np.ndarray:
+    """year, a running month number t and the month of the year: year and t follow each other, the
+    month is linked to neither (a table such as a monthly measurement series)."""
+    months = np.arange(12 * years)
+    return np.c_[1990 + months // 12, months, 1 + months % 12]
+
+
+def test_tied_dimensions_are_never_drawn_alone_so_their_link_survives():
+    harvester = Harvester(make_forest(_monthly_series(30)))
+    columns = (0, 1, 2)
+    np.testing.assert_array_equal(harvester.primary_choices(columns), [2])
+    pool = harvester.pool(columns)
+    entries = np.repeat(np.flatnonzero(pool.placeholder), pool.count[pool.placeholder])
+    assert entries.size > 0.5 * 360
+    low, high = RefinementDraws(harvester, np.random.default_rng(5)).concretize(columns, entries)
+    # a refined row's year and t range come from one drawn bucket of the (year, t) pool, so they agree:
+    # the t range overlaps the months of the row's year (with any dimension drawn alone, about half did)
+    year_start = (low[:, 0] - 1990) * 12
+    agree = (high[:, 1] >= year_start) & (low[:, 1] < year_start + 12) & (low[:, 0] == high[:, 0])
+    assert agree.mean() > 0.9
