@@ -49,13 +49,15 @@ def moved(
 def _pair_moves(before: list[dict], after: list[dict], count: int) -> list[str]:
     """The pairs whose mean |Spearman(synthetic) - Spearman(source)| changed most, in that order."""
 
+    def error(run: dict, pair: str) -> float:
+        first, second = run["corr_pairs"][pair]
+        # a constant column (in the source or in a synthetic copy) has no rank correlation
+        return np.nan if first is None or second is None else abs(second - first)
+
     def errors(runs: list[dict]) -> dict[str, float]:
-        pairs = runs[0].get("corr_pairs", {})
+        measured = {pair: [error(run, pair) for run in runs] for pair in runs[0].get("corr_pairs", {})}
         return {
-            pair: float(
-                np.nanmean([abs(run["corr_pairs"][pair][1] - run["corr_pairs"][pair][0]) for run in runs])
-            )
-            for pair in pairs
+            pair: float(np.nanmean(values)) for pair, values in measured.items() if not np.isnan(values).all()
         }
 
     old, new = errors(before), errors(after)
