@@ -31,19 +31,18 @@ def pair_link(low: np.ndarray, high: np.ndarray, count: np.ndarray) -> float:
     bins = [_equal_count_bins(middle[:, d], weights, total) for d in (0, 1)]
     joint = np.bincount(bins[0] * LINK_BINS + bins[1], weights=weights, minlength=LINK_BINS**2)
     joint = joint.reshape(LINK_BINS, LINK_BINS) / total
-    smaller = min(_entropy(joint.sum(axis=1)), _entropy(joint.sum(axis=0)))
-    if smaller <= 0:
+    first, second = _entropy(joint.sum(axis=1)), _entropy(joint.sum(axis=0))
+    if min(first, second) <= 0:
         return 0.0
-    mutual = _entropy(joint.sum(axis=1)) + _entropy(joint.sum(axis=0)) - _entropy(joint.ravel())
-    return float(np.clip(mutual / smaller, 0.0, 1.0))
+    mutual = first + second - _entropy(joint.ravel())
+    return float(np.clip(mutual / min(first, second), 0.0, 1.0))
 
 
 def _equal_count_bins(values: np.ndarray, weights: np.ndarray, total: float) -> np.ndarray:
     """A bin in [0, LINK_BINS) per value: equal values share one, bins hold about equal counts."""
     distinct, inverse = np.unique(values, return_inverse=True)
-    before = np.cumsum(np.bincount(inverse, weights=weights, minlength=distinct.size)) - np.bincount(
-        inverse, weights=weights, minlength=distinct.size
-    )
+    per_value = np.bincount(inverse, weights=weights, minlength=distinct.size)
+    before = np.cumsum(per_value) - per_value
     value_bin = np.minimum((before / total * LINK_BINS).astype(np.int64), LINK_BINS - 1)
     return value_bin[inverse]
 
