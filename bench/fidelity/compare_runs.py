@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from metrics import pair_correlation_errors
 from summary import spread
 
 # (key, label, lower is better)
@@ -49,19 +50,21 @@ def moved(
 def _pair_moves(before: list[dict], after: list[dict], count: int) -> list[str]:
     """The pairs whose mean |Spearman(synthetic) - Spearman(source)| changed most, in that order."""
 
-    def error(run: dict, pair: str) -> float:
-        first, second = run["corr_pairs"][pair]
-        # a constant column (in the source or in a synthetic copy) has no rank correlation
-        return np.nan if first is None or second is None else abs(second - first)
-
     def errors(runs: list[dict]) -> dict[str, float]:
-        measured = {pair: [error(run, pair) for run in runs] for pair in runs[0].get("corr_pairs", {})}
+        names = list(runs[0].get("corr_pairs", {}))
+        # per pair and salt, as the harness counts them into the correlation error
+        measured = np.array(
+            [pair_correlation_errors([run["corr_pairs"][pair] for pair in names]) for run in runs]
+        )
         return {
-            pair: float(np.nanmean(values)) for pair, values in measured.items() if not np.isnan(values).all()
+            pair: float(np.nanmean(values))
+            for pair, values in zip(names, measured.T, strict=True)
+            if not np.isnan(values).all()
         }
 
     old, new = errors(before), errors(after)
-    shared = sorted(set(old) & set(new), key=lambda pair: -abs(new[pair] - old[pair]))[:count]
+    # pairs that moved equally (most often not at all) in a fixed order, not the set's
+    shared = sorted(set(old) & set(new), key=lambda pair: (-abs(new[pair] - old[pair]), pair))[:count]
     return [f"{pair} {old[pair]:.3f} -> {new[pair]:.3f}" for pair in shared]
 
 

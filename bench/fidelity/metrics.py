@@ -113,13 +113,18 @@ def correlation_pairs(
 
 
 def correlation_error(pairs: dict[str, list[float]]) -> float | None:
-    """Mean |Spearman(source) - Spearman(synthetic)| over the pairs of `correlation_pairs`; a constant
-    synthetic column has no correlation: it counts as the full loss of the source's."""
+    """Mean of `pair_correlation_errors` over the pairs of `correlation_pairs`."""
     if not pairs:
         return None
-    src, syn = np.array(list(pairs.values()), dtype=float).T
-    diff = np.where(np.isnan(syn), np.abs(src), np.abs(src - syn))
-    return float(np.nanmean(diff))
+    return float(np.nanmean(pair_correlation_errors(list(pairs.values()))))
+
+
+def pair_correlation_errors(pairs: list[list[float | None]]) -> np.ndarray:
+    """|Spearman(source) - Spearman(synthetic)| per [source, synthetic] pair (NaN or None: none); a
+    constant synthetic column has no correlation: it counts as the full loss of the source's. NaN where
+    the source has none."""
+    src, syn = np.array(pairs, dtype=float).reshape(-1, 2).T
+    return np.where(np.isnan(syn), np.abs(src), np.abs(src - syn))
 
 
 def out_of_range(source: pd.DataFrame, synthetic: pd.DataFrame, kinds: dict[str, str]) -> dict[str, int]:
