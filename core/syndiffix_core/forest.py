@@ -269,6 +269,19 @@ class Forest:
     def dims(self) -> int:
         return len(self.column_names)
 
+    def over(self, values: np.ndarray, threads: int = 1) -> Forest:
+        """A forest over other values (rows, columns) of the same rows and columns: the same entities,
+        anonymizer and salt."""
+        return Forest(
+            values,
+            self.column_names,
+            self.entities,
+            self.anonymizer,
+            self.bucketization,
+            self.salt,
+            threads=threads,
+        )
+
     def values_at(self, rows: np.ndarray, columns: Sequence[int], order: str = "C") -> np.ndarray:
         """The (nulls mapped) float values of `rows` in `columns`, shape (rows, len(columns))."""
         out = np.empty((len(rows), len(columns)), order=order)
@@ -287,6 +300,14 @@ class Forest:
             column = values[:, j]
             column[column == self.null_values[j]] = np.nan
         return values
+
+    def mapped_matrix(self, maps: Sequence[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
+        """Every row's values (nulls mapped) through its column's map, (rows, columns) with each column
+        contiguous; each map is applied to the column's distinct values only."""
+        out = np.empty((self.row_count, self.dims), order="F")
+        for j, mapping in enumerate(maps):
+            out[:, j] = mapping(self._uniques[j]).take(self._ranks[j])
+        return out
 
     def column_range(self, column: int) -> tuple[float, float]:
         """The column's snapped range after the 1-dim push-down: (low, size)."""

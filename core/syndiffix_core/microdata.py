@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .cdf_scale import CdfScale
 from .columns import ColumnCodec, ColumnKind, IntegerCodec
 from .forest import Forest
 from .harvest import Buckets, Harvester
@@ -54,12 +55,28 @@ TAIL_SHARE = 0.1
 
 
 class MicrodataBuilder:
-    """Materializes the microdata of any column subset of one forest."""
+    """Materializes the microdata of any column subset of one table.
 
-    def __init__(self, forest: Forest, codecs: Sequence[ColumnCodec], harvester: Harvester | None = None):
+    `forest` holds the columns' own 1-dim trees (`harvester` harvests them): a one-column subset comes
+    from them, and they give every column its distribution in a cluster. A cluster of several columns
+    comes from the trees of `cluster_harvester`'s forest, whose columns are on the `scales`
+    (`cdf_scale.CdfScale`, one per column, None for a column on its own values; no `scales`: the same
+    forest as the 1-dim trees)."""
+
+    def __init__(
+        self,
+        forest: Forest,
+        codecs: Sequence[ColumnCodec],
+        harvester: Harvester | None = None,
+        *,
+        cluster_harvester: Harvester | None = None,
+        scales: Sequence[CdfScale | None] | None = None,
+    ):
         self.forest = forest
         self.codecs = list(codecs)
         self.harvester = harvester or Harvester(forest)
+        self.cluster_harvester = cluster_harvester or self.harvester
+        self.scales = scales
         self._safe_strings: dict[int, np.ndarray] = {}
         self._known_values: dict[int, tuple[float, float] | None] = {}
 
@@ -67,7 +84,8 @@ class MicrodataBuilder:
         """The rows of `columns`; `after_draws` runs once the refined rows are drawn (the caller's chance
         to release the pools and caches that only the draws needed)."""
         columns = tuple(sorted(columns))
-        buckets = self.harvester.harvest(columns, after_draws)
+        harvester = self.harvester if len(columns) == 1 else self.cluster_harvester
+        buckets = harvester.harvest(columns, after_draws)
         rng = self.forest.salt.rng("microdata", *(self.forest.column_names[j] for j in columns))
         return self.from_buckets(columns, buckets, rng)
 
@@ -81,7 +99,7 @@ class MicrodataBuilder:
             codec = self.codecs[column]
             rank_order = None
             if len(columns) > 1 and lo.size:
-                lo, hi, rank_order = self._calibrated_ranges(column, lo, hi, _grid_step(codec), rng)
+                lo, hi, rank_order = self._calibrated_ranges(column, lo, hi, codec, rng)
             null = lo == self.forest.null_values[column]
             if codec.kind not in (ColumnKind.STRING, ColumnKind.BOOLEAN):
                 lo, hi = self._inside_known_values(column, lo, hi, null)
@@ -98,7 +116,7 @@ class MicrodataBuilder:
             values.append(series)
         return Microdata(columns, values, floats)
 
-    def _calibrated_ranges(self, column, lo, hi, step, rng):
+    def _calibrated_ranges(self, column, lo, hi, codec, rng):
         """The column's 1-dim buckets handed out to a cluster's rows in the order of the rows' values.
 
         A multi-column tree loses what its low-count nodes hold (tails above all) and refinement
@@ -106,10 +124,14 @@ class MicrodataBuilder:
         best. The cluster's rows are ranked by a value drawn in their range (ties in random order) and
         the 1-dim buckets, in value order with counts scaled to the cluster's rows, are dealt out by
         rank: the column gets its 1-dim distribution and the rows keep their joint ranks. Uses only
-        the 1-dim harvest and the cluster's synthetic rows, both anonymized.
-        Returns (low, high, row order by rank)."""
+        the 1-dim harvest and the cluster's synthetic rows, both anonymized. The cluster's ranges are
+        on the column's scale (`scales`), which keeps the values' order, so the ranks are the same.
+        Returns (low, high, row order by rank), low and high in the column's own values."""
+        scale = None if self.scales is None else self.scales[column]
         target = self.harvester.harvest((column,))
         if target.size == 0:
+            if scale is not None:
+                lo, hi = scale.to_values(lo), scale.to_values(hi)
             return lo, hi, None
         by_value = np.lexsort((target.high[:, 0], target.low[:, 0]))
         # Each bucket's share of the cluster's rows, rounded so that the running total stays exact.
@@ -117,6 +139,7 @@ class MicrodataBuilder:
         edges[-1] = lo.size
         bucket_of_rank = by_value[np.repeat(np.arange(by_value.size), np.diff(edges, prepend=0))]
         shuffled = rng.permutation(lo.size)
+        step = _grid_step(codec) if scale is None else None  # the scale has no grid
         provisional = _draw_in_ranges(lo[shuffled], hi[shuffled], step, rng)
         rank_order = shuffled[stable_order(provisional)]
         calibrated_lo, calibrated_hi = np.empty_like(lo), np.empty_like(hi)

@@ -16,11 +16,13 @@ import numpy as np
 import pandas as pd
 
 from .anonymizer import CountAnonymizer, Entities
+from .cdf_scale import CdfScale
 from .clustering.plan import TablePlan, plan_table
 from .columns import ColumnKind, encode_frame
 from .derive import DerivedColumns
 from .errors import InvalidInputError
 from .forest import Forest
+from .harvest import Harvester
 from .memory import return_freed_memory, reuse_freed_memory, reusing_freed_memory
 from .microdata import Microdata, MicrodataBuilder
 from .noise import Salt, row_content_hashes
@@ -72,7 +74,10 @@ class SynthesisContext:
 
     data: pd.DataFrame  # no rows: the synthesized columns (AID columns removed) and their dtypes
     codecs: list
-    forest: Forest | None  # None once every cluster is being materialized in a worker process
+    # The columns' 1-dim trees, and the trees of clusters of several columns (`_scale_cluster_trees`);
+    # both None once every cluster is being materialized in a worker process.
+    forest: Forest | None
+    cluster_forest: Forest | None
     microdata: MicrodataBuilder | None
     salt: Salt
     clustering: ClusteringParams
@@ -193,6 +198,7 @@ def synthesize(
         data=data,
         codecs=codecs,
         forest=forest,
+        cluster_forest=forest,
         microdata=MicrodataBuilder(forest, codecs),
         salt=secret,
         clustering=clustering or ClusteringParams(),
@@ -207,6 +213,9 @@ def synthesize(
     report("clustering", 0.15)
     plan = plan_clusters(context)
     clock.lap("clustering")
+    if any(len(columns) > 1 for columns in plan.clusters.all_clusters()):
+        _scale_cluster_trees(context, forest_threads)
+        clock.lap("cluster scales")
     report("synthesize", 0.2)
     pending = None
     if plan.clusters.derived:
@@ -232,7 +241,7 @@ def synthesize(
         )
 
     if parallel is None and context.threads <= 1:
-        context.microdata.harvester.prepare_pools(clusters)
+        context.microdata.cluster_harvester.prepare_pools(clusters)
 
     def materialize(columns: tuple[int, ...]) -> Microtable:
         if parallel is None:
@@ -296,6 +305,38 @@ def plan_clusters(context: SynthesisContext) -> TablePlan:
     return plan
 
 
+def _scale_cluster_trees(context: SynthesisContext, threads: int) -> None:
+    """Put the multi-column trees on each number or timestamp column's anonymized cumulative-count scale
+    (`cdf_scale`): a forest over the rows' positions on those scales, read from the columns' 1-dim
+    harvests. Strings and booleans keep their indices (an order of names, not of magnitudes)."""
+    forest, microdata = context.forest, context.microdata
+    scales: list[CdfScale | None] = []
+    for j, codec in enumerate(context.codecs):
+        if codec.kind in (ColumnKind.STRING, ColumnKind.BOOLEAN):
+            scales.append(None)
+            continue
+        buckets = microdata.harvester.harvest((j,))
+        scales.append(
+            CdfScale.from_buckets(
+                buckets.low[:, 0], buckets.high[:, 0], buckets.count, forest.column_range(j)
+            )
+        )
+    positions = forest.mapped_matrix([_unchanged if scale is None else scale.positions for scale in scales])
+    context.cluster_forest = forest.over(positions, threads)
+    del positions
+    context.microdata = MicrodataBuilder(
+        forest,
+        context.codecs,
+        microdata.harvester,
+        cluster_harvester=Harvester(context.cluster_forest),
+        scales=scales,
+    )
+
+
+def _unchanged(values: np.ndarray) -> np.ndarray:
+    return values
+
+
 def assemble(context: SynthesisContext, typed: Mapping[int, pd.Series]) -> pd.DataFrame:
     """The joined clusters' typed columns as the output frame, in input column order, rows shuffled
     (each column is shuffled straight into the frame: no unshuffled frame next to the output) and in
@@ -322,6 +363,7 @@ def _drop_forest(context: SynthesisContext) -> None:
     """Once every cluster is being materialized in a worker, the calling process only stitches: the
     forest, its trees and pools are the workers' (copy-on-write) and are dropped here."""
     context.forest = None
+    context.cluster_forest = None
     context.microdata = None
     return_freed_memory()
 
@@ -349,7 +391,7 @@ def _materialize(
     def used_later(key: tuple[int, ...]) -> bool:
         return len(key) == 1 or any(set(key) <= cluster for cluster in later)
 
-    harvester = context.microdata.harvester
+    harvester = context.microdata.cluster_harvester
     trim = return_freed_memory if context.trims_memory else lambda: None
     trim()  # what the previous cluster and stitch freed
 
@@ -358,7 +400,7 @@ def _materialize(
         trim()
 
     harvester.prepare_refinement(columns, threads, keep=used_later)
-    context.forest.release(used_later, set().union(*later))
+    context.cluster_forest.release(used_later, set().union(*later))
     harvester.release(used_later, tree_lookups_only=True)
     trim()
     microdata = context.microdata.materialize(columns, after_draws=release_pools)
