@@ -399,7 +399,8 @@ def _materialize(
         harvester.release(used_later)
         trim()
 
-    harvester.prepare_refinement(columns, threads, keep=used_later)
+    if len(columns) > 1:  # one column comes from its own 1-dim tree, in the other forest
+        harvester.prepare_refinement(columns, threads, keep=used_later)
     context.cluster_forest.release(used_later, set().union(*later))
     harvester.release(used_later, tree_lookups_only=True)
     trim()
