@@ -212,9 +212,11 @@ class Forest:
         bucketization: BucketizationParams,
         salt: Salt,
         threads: int = 1,
+        null_values: Sequence[float | None] | None = None,
     ):
         """`threads`: how many columns' 1-dim trees are built side by side (each depends on its column
-        alone; the forest is the same for any count)."""
+        alone; the forest is the same for any count). `null_values`: per column, the value that stands
+        for null in `values` (None: nulls are NaN, mapped by `null_mapping`)."""
         values = np.asarray(values, dtype=np.float64)
         if values.ndim != 2 or values.shape[1] != len(column_names):
             raise ValueError("values must be a (rows, columns) matrix matching column_names")
@@ -226,7 +228,10 @@ class Forest:
         self.bucketization = bucketization
         self.salt = salt
         self.row_count = values.shape[0]
-        self.null_values = np.array([null_mapping(values[:, j]) for j in range(values.shape[1])])
+        given = null_values if null_values is not None else [None] * values.shape[1]
+        self.null_values = np.array(
+            [null_mapping(values[:, j]) if given[j] is None else given[j] for j in range(values.shape[1])]
+        )
         self.low = np.zeros(values.shape[1])
         self.size = np.ones(values.shape[1])
         self.trees: dict[tuple[int, ...], Tree] = {}
@@ -269,9 +274,9 @@ class Forest:
     def dims(self) -> int:
         return len(self.column_names)
 
-    def over(self, values: np.ndarray, threads: int = 1) -> Forest:
+    def over(self, values: np.ndarray, null_values: Sequence[float | None], threads: int = 1) -> Forest:
         """A forest over other values (rows, columns) of the same rows and columns: the same entities,
-        anonymizer and salt."""
+        anonymizer and salt. `null_values`: per column, the value its null rows have in `values`."""
         return Forest(
             values,
             self.column_names,
@@ -280,6 +285,7 @@ class Forest:
             self.bucketization,
             self.salt,
             threads=threads,
+            null_values=null_values,
         )
 
     def values_at(self, rows: np.ndarray, columns: Sequence[int], order: str = "C") -> np.ndarray:
@@ -308,6 +314,16 @@ class Forest:
         for j, mapping in enumerate(maps):
             out[:, j] = mapping(self._uniques[j]).take(self._ranks[j])
         return out
+
+    def mapped_null_values(self, maps: Sequence[Callable[[np.ndarray], np.ndarray]]) -> list[float | None]:
+        """Per column, the value its null rows have in `mapped_matrix(maps)`; None for a column without
+        nulls."""
+        mapped: list[float | None] = []
+        for j, mapping in enumerate(maps):
+            uniques = self._uniques[j]
+            at = np.flatnonzero(uniques == self.null_values[j])
+            mapped.append(float(mapping(uniques)[at[0]]) if at.size else None)
+        return mapped
 
     def column_range(self, column: int) -> tuple[float, float]:
         """The column's snapped range after the 1-dim push-down: (low, size)."""

@@ -321,8 +321,11 @@ def _scale_cluster_trees(context: SynthesisContext, threads: int) -> None:
                 buckets.low[:, 0], buckets.high[:, 0], buckets.count, forest.column_range(j)
             )
         )
-    positions = forest.mapped_matrix([_unchanged if scale is None else scale.positions for scale in scales])
-    context.cluster_forest = forest.over(positions, threads)
+    maps = [_unchanged if scale is None else scale.positions for scale in scales]
+    positions = forest.mapped_matrix(maps)
+    # The null rows keep standing for null on the scale: the multi-column buckets are clipped to the
+    # columns' ranges of values, which leave the null bucket out (`Harvester.column_bounds`).
+    context.cluster_forest = forest.over(positions, forest.mapped_null_values(maps), threads)
     del positions
     context.microdata = MicrodataBuilder(
         forest,

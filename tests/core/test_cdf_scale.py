@@ -3,9 +3,11 @@
 import numpy as np
 import pandas as pd
 import pytest
+from test_forest import make_forest
 
 from syndiffix_core import synthesize
 from syndiffix_core.cdf_scale import LINEAR_SHARE, CdfScale
+from syndiffix_core.harvest import Harvester
 
 
 def _scale(buckets, column_range=(0.0, 16.0)):
@@ -98,3 +100,33 @@ def test_the_few_values_beside_a_spike_keep_their_link():
     for salt in ("spike", "another salt"):
         synthetic = synthesize(table, salt=salt)
         assert _spearman(synthetic[synthetic["oil"] > 0], "oil", "production") > 0.97
+
+
+def test_null_rows_stand_for_null_on_the_scale():
+    # Column 0: 2,000 values and 500 nulls; column 1: no nulls.
+    rng = np.random.default_rng(5)
+    first = rng.normal(50.0, 10.0, 2500)
+    first[rng.random(2500) < 0.2] = np.nan
+    forest = make_forest(np.column_stack([first, rng.normal(0.0, 1.0, 2500)]))
+    harvester = Harvester(forest)
+    scales = []
+    for j in range(2):
+        buckets = harvester.harvest((j,))
+        scales.append(
+            CdfScale.from_buckets(
+                buckets.low[:, 0], buckets.high[:, 0], buckets.count, forest.column_range(j)
+            )
+        )
+    maps = [scale.positions for scale in scales]
+    positions = forest.mapped_matrix(maps)
+    null_values = forest.mapped_null_values(maps)
+    assert null_values[1] is None
+    null_rows = np.isnan(first)
+    assert np.all(positions[null_rows, 0] == null_values[0])
+    assert np.all(positions[~null_rows, 0] < null_values[0])
+
+    on_scale = forest.over(positions, null_values)
+    assert on_scale.null_values[0] == null_values[0]
+    # The multi-column buckets are clipped to the values' hull, which leaves the nulls' bucket out.
+    top = Harvester(on_scale).column_bounds(0)[1, 1]
+    assert top <= positions[~null_rows, 0].max() + 0.05 < null_values[0]
