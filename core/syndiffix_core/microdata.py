@@ -25,6 +25,7 @@ import pandas as pd
 
 from .cdf_scale import CdfScale
 from .columns import ColumnCodec, ColumnKind, IntegerCodec
+from .dealing import behaves_ordered, deal_keeping_matches, matching_buckets
 from .forest import Forest
 from .harvest import Buckets, Harvester
 from .random_ties import stable_order
@@ -43,6 +44,7 @@ class Microdata:
     columns: tuple[int, ...]
     values: list[pd.Series]
     floats: np.ndarray
+    names: frozenset[int] = frozenset()  # the columns of names without an order (`dealing`)
 
     @property
     def row_count(self) -> int:
@@ -93,13 +95,14 @@ class MicrodataBuilder:
         row_bucket = np.repeat(np.arange(buckets.size), buckets.count)
         floats = np.empty((row_bucket.size, len(columns)))
         values = []
+        names = self._names(columns, buckets)
         for position, column in enumerate(columns):
             # One column's ranges at a time: a (rows, k) copy of both bounds would dominate the peak.
             lo, hi = buckets.low[:, position][row_bucket], buckets.high[:, position][row_bucket]
             codec = self.codecs[column]
             rank_order = None
             if len(columns) > 1 and lo.size:
-                lo, hi, rank_order = self._calibrated_ranges(column, lo, hi, codec, rng)
+                lo, hi, rank_order = self._calibrated_ranges(column, lo, hi, codec, rng, position in names)
             null = lo == self.forest.null_values[column]
             if codec.kind not in (ColumnKind.STRING, ColumnKind.BOOLEAN):
                 lo, hi = self._inside_known_values(column, lo, hi, null)
@@ -114,9 +117,20 @@ class MicrodataBuilder:
                 series = codec.decode_compact(drawn)
             floats[:, position] = drawn
             values.append(series)
-        return Microdata(columns, values, floats)
+        return Microdata(columns, values, floats, frozenset(columns[p] for p in names))
 
-    def _calibrated_ranges(self, column, lo, hi, codec, rng):
+    def _names(self, columns: tuple[int, ...], buckets: Buckets) -> set[int]:
+        """The positions among `columns` of the string columns whose values are names without an order
+        that the cluster's number columns follow (`dealing.behaves_ordered`, on the buckets' middles)."""
+        strings = [p for p, c in enumerate(columns) if self.codecs[c].kind == ColumnKind.STRING]
+        if len(columns) < 2 or not strings or buckets.size == 0:
+            return set(strings)
+        middle = (buckets.low + buckets.high) / 2
+        weights = buckets.count.astype(np.float64)
+        numbers = [middle[:, p] for p, c in enumerate(columns) if self.codecs[c].kind != ColumnKind.STRING]
+        return {p for p in strings if not behaves_ordered(middle[:, p], numbers, weights)}
+
+    def _calibrated_ranges(self, column, lo, hi, codec, rng, names=False):
         """The column's 1-dim buckets handed out to a cluster's rows in the order of the rows' values.
 
         A multi-column tree loses what its low-count nodes hold (tails above all) and refinement
@@ -126,6 +140,7 @@ class MicrodataBuilder:
         rank: the column gets its 1-dim distribution and the rows keep their joint ranks. Uses only
         the 1-dim harvest and the cluster's synthetic rows, both anonymized. The cluster's ranges are
         on the column's scale (`scales`), which keeps the values' order, so the ranks are the same.
+        A column of `names` keeps each row's own value while its share has room (`dealing`).
         Returns (low, high, row order by rank), low and high in the column's own values."""
         scale = None if self.scales is None else self.scales[column]
         target = self.harvester.harvest((column,))
@@ -141,7 +156,12 @@ class MicrodataBuilder:
         shuffled = rng.permutation(lo.size)
         step = _grid_step(codec) if scale is None else None  # the scale has no grid
         provisional = _draw_in_ranges(lo[shuffled], hi[shuffled], step, rng)
-        rank_order = shuffled[stable_order(provisional)]
+        order = stable_order(provisional)
+        rank_order = shuffled[order]
+        if names:
+            sorted_low, sorted_high = target.low[by_value, 0], target.high[by_value, 0]
+            match = matching_buckets(provisional[order], sorted_low, sorted_high)
+            bucket_of_rank = by_value[deal_keeping_matches(match, np.diff(edges, prepend=0))[0]]
         calibrated_lo, calibrated_hi = np.empty_like(lo), np.empty_like(hi)
         calibrated_lo[rank_order] = target.low[bucket_of_rank, 0]
         calibrated_hi[rank_order] = target.high[bucket_of_rank, 0]

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from syndiffix_core.clustering.builder import Clusters, StitchOwner
+from syndiffix_core.dealing import deal_keeping_matches
 from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.forest import null_mapping, snap_range
 from syndiffix_core.random_ties import (
@@ -55,6 +56,8 @@ class Microtable:
     values: np.ndarray
     typed: Mapping[int, pd.Series]
     value_columns: tuple[int, ...] | None = None
+    # Columns of names without an order: dealt out keeping each row's own name (`dealing`).
+    names: frozenset[int] = frozenset()
 
     def __post_init__(self):
         if self.value_columns is None:
@@ -236,7 +239,8 @@ def _stitch_value_rows(left, right, stitch_columns, left_rows, right_rows, take_
             continue
         keys = np.concatenate(side_keys)
         randoms = rng.random(len(rows)), rng.random(len(keys))
-        shared_rows[column] = offset + _calibrated_rows(keys, rows, *randoms)
+        names = any(column in side.names for side in sides)
+        shared_rows[column] = offset + _calibrated_rows(keys, rows, *randoms, names=names)
     return shared_rows
 
 
@@ -304,7 +308,13 @@ def _calibrate_columns(
         batch = one_sided[start : start + batch_size]
         start += batch_size
         tasks = [
-            (_order_key(table, column), rows, rng.random(len(rows)), rng.random(table.num_rows))
+            (
+                _order_key(table, column),
+                rows,
+                rng.random(len(rows)),
+                rng.random(table.num_rows),
+                column in table.names,
+            )
             for table, column, rows in batch
         ]
         results = map_in_threads(lambda task: _calibrated_rows(*task), tasks, batch_size)
@@ -315,21 +325,50 @@ def _calibrate_columns(
 
 
 def _calibrated_rows(
-    values: np.ndarray, rows: np.ndarray, output_randoms: np.ndarray, side_randoms: np.ndarray
+    values: np.ndarray,
+    rows: np.ndarray,
+    output_randoms: np.ndarray,
+    side_randoms: np.ndarray,
+    names: bool = False,
 ) -> np.ndarray:
     """Per output row, the row of one side whose value it takes in one column of that side (`values`:
     the column's order keys, `rows`: the side's row paired with each output row): the output's rows keep
     their order in the column (ties in random order by `output_randoms`), and its values are the side's
     own, each as often as its share of the side's rows gives (quantiles at the output's row count; ties
-    among the side's rows in random order by `side_randoms`)."""
+    among the side's rows in random order by `side_randoms`). A column of `names` keeps each output
+    row's own row while its value's share has room; only the surplus rows move (`dealing`)."""
     n_out, n_right = len(rows), len(values)
     by_value, ranks = ranked_order_with_random_ties(values, side_randoms)
     # the output's keys are some of the side's: their ranks sort as they do
     by_output = order_by_rank_with_random_ties(ranks[rows], output_randoms)
     quantile = ((np.arange(n_out) + 0.5) * (n_right / n_out)).astype(np.int64)
+    dealt = by_value[quantile]
+    if names:
+        dealt = _keeping_own_rows(values, rows[by_output], dealt)
     calibrated = np.empty(n_out, dtype=np.int64)
-    calibrated[by_output] = by_value[quantile]
+    calibrated[by_output] = dealt
     return calibrated
+
+
+def _keeping_own_rows(values: np.ndarray, own: np.ndarray, dealt: np.ndarray) -> np.ndarray:
+    """The side's rows `dealt` (ascending in `values`) to the output's ranks, rearranged so that each
+    rank keeps its `own` row (same order) while that row's value has room among those dealt; the other
+    ranks take the dealt rows of the values that are left, in order."""
+    dealt_keys, own_keys = values[dealt], values[own]
+    distinct, first, quota = np.unique(dealt_keys, return_index=True, return_counts=True)
+    at = np.minimum(np.searchsorted(distinct, own_keys), distinct.size - 1)
+    same = (distinct[at] == own_keys) | (np.isnan(distinct[at]) & np.isnan(own_keys))  # nulls match
+    value, kept = deal_keeping_matches(np.where(same, at, -1), quota)
+    moved = np.flatnonzero(~kept)
+    # The moved ranks take their value's dealt rows after those its kept ranks stand for.
+    moved_value = value[moved]
+    place = np.arange(moved.size)
+    new_value = np.r_[True, moved_value[1:] != moved_value[:-1]] if moved.size else place.astype(bool)
+    place -= np.maximum.accumulate(np.where(new_value, place, 0))
+    kept_per_value = np.bincount(value[kept], minlength=distinct.size)
+    result = own.copy()
+    result[moved] = dealt[first[moved_value] + kept_per_value[moved_value] + place]
+    return result
 
 
 def _place_nulls(
@@ -655,7 +694,8 @@ def _join(
             if keep:
                 target[:] = right.column_values(column)[rows]
             typed[column] = right.typed[column].take(rows).reset_index(drop=True)
-    return Microtable(tuple(columns), values, typed, tuple(value_columns))
+    names = left.names | (right.names - set(left.columns))
+    return Microtable(tuple(columns), values, typed, tuple(value_columns), names)
 
 
 def _concat(left: pd.Series, right: pd.Series) -> pd.Series:

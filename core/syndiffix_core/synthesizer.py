@@ -435,7 +435,10 @@ def _cluster_stage(context: SynthesisContext, columns: tuple[int, ...]) -> str:
 
 def _microtable(microdata: Microdata) -> Microtable:
     return Microtable(
-        microdata.columns, microdata.floats, dict(zip(microdata.columns, microdata.values, strict=True))
+        microdata.columns,
+        microdata.floats,
+        dict(zip(microdata.columns, microdata.values, strict=True)),
+        names=microdata.names,
     )
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 from test_forest import make_forest
 
-from syndiffix_core import microdata
+from syndiffix_core import dealing, microdata
 from syndiffix_core.columns import encode_frame
 from syndiffix_core.harvest import Buckets
 from syndiffix_core.microdata import MicrodataBuilder
@@ -101,3 +101,24 @@ def test_index_set_look_up_is_np_isin():
     members = np.array([0.0, 3.0, 39.0, 17.0, 2.5, -1.0, 40.0, 1e9])  # the last four can match nothing
     np.testing.assert_array_equal(microdata._in_index_set(indices, members, 40), np.isin(indices, members))
     assert not microdata._in_index_set(indices, np.zeros(0), 40).any()
+
+
+def test_values_find_the_disjoint_bucket_that_holds_them():
+    low, high = np.array([0.0, 2.0, 3.0, 7.0]), np.array([2.0, 2.0, 6.0, 7.0])
+    values = np.array([-1.0, 0.0, 1.5, 2.0, 2.5, 3.0, 5.9, 6.0, 7.0, 8.0])
+    np.testing.assert_array_equal(
+        dealing.matching_buckets(values, low, high), [-1, 0, 0, 1, -1, 2, 2, -1, 3, -1]
+    )
+
+
+def test_dealing_keeps_each_rank_in_its_matching_bucket_while_there_is_room():
+    # Ranks 0-2 match bucket 0 (room for 2), rank 3 bucket 1, rank 4 none, ranks 5-6 bucket 2 (room 4).
+    match = np.array([0, 0, 0, 1, -1, 2, 2])
+    dealt, kept = dealing.deal_keeping_matches(match, np.array([2, 1, 4]))
+    # The surplus rank 2 and the unmatched rank 4 fill bucket 2's room; nothing else moves.
+    np.testing.assert_array_equal(dealt, [0, 0, 2, 1, 2, 2, 2])
+    np.testing.assert_array_equal(kept, [True, True, False, True, False, True, True])
+    # Dealt by rank alone, bucket 0's surplus would push every later rank one bucket on.
+    np.testing.assert_array_equal(
+        dealing.deal_keeping_matches(np.full(7, -1), np.array([2, 1, 4]))[0], [0, 0, 1, 2, 2, 2, 2]
+    )

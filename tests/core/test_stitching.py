@@ -490,3 +490,28 @@ def test_drift_is_the_largest_gap_between_the_cumulative_shares():
     left, right = np.zeros(10), np.ones(10)
     assert stitching._drift([left, right], np.arange(10, 20)) == pytest.approx(0.5)
     assert stitching._drift([left, right], np.r_[0:5, 10:15]) == 0.0
+
+
+@pytest.mark.parametrize("as_names", [False, True])
+def test_names_of_one_side_keep_their_rows_through_the_stitch(as_names):
+    # The right side holds 22 makers' codes and names, one-to-one but in another order; the stitch
+    # column x pairs some right rows twice and leaves others out, so each name's count in the output
+    # differs from the side's by a few rows and the one-sided columns are dealt their side's counts.
+    rng = np.random.default_rng(8)
+    weights = 1 / np.arange(1, 23) ** 0.8
+    code = rng.choice(22, size=3000, p=weights / weights.sum()).astype(float)
+    name = (7 * code) % 22
+    right = microtable({0: rng.normal(size=3000), 1: code, 2: name})
+    if as_names:
+        right = Microtable(right.columns, right.values, right.typed, names=frozenset({1, 2}))
+    left = microtable({0: rng.normal(size=2900), 3: rng.normal(size=2900)})
+    out = stitch(left, right, [0], owner=StitchOwner.LEFT, rng=np.random.default_rng(2))
+    paired = np.mean((7 * out.column_values(1)) % 22 == out.column_values(2))
+    # Either way each column keeps its side's distribution of names.
+    for column in (1, 2):
+        counts = np.bincount(out.column_values(column).astype(int), minlength=22) / out.num_rows
+        side = np.bincount(right.column_values(column).astype(int), minlength=22) / right.num_rows
+        assert np.abs(counts - side).max() < 0.002
+    # Dealt out by rank, every name's rows shift by the count differences of the names before it.
+    assert paired > 0.95 if as_names else paired < 0.9, paired
+    assert out.names == right.names
