@@ -164,7 +164,8 @@ def stitch(
 
     Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
     entropy first, then round robin) while the halves stay balanced between the sides; each final range
-    is merged by sorting both sides on the stitch columns and zipping them. A column only one side holds
+    is merged by sorting both sides on the stitch columns and zipping them, rows of equal stitch values
+    paired first where they are codes (`_matching_equal_values`). A column only one side holds
     then takes that side's own values at the merged row count, in the paired rows' order.
 
     ``column_ranges`` (column -> (low, size)) and ``null_values`` (column -> value nulls sort as) are the
@@ -362,12 +363,9 @@ def _keeping_own_rows(values: np.ndarray, own: np.ndarray, dealt: np.ndarray) ->
     moved = np.flatnonzero(~kept)
     # The moved ranks take their value's dealt rows after those its kept ranks stand for.
     moved_value = value[moved]
-    place = np.arange(moved.size)
-    new_value = np.r_[True, moved_value[1:] != moved_value[:-1]] if moved.size else place.astype(bool)
-    place -= np.maximum.accumulate(np.where(new_value, place, 0))
     kept_per_value = np.bincount(value[kept], minlength=distinct.size)
     result = own.copy()
-    result[moved] = dealt[first[moved_value] + kept_per_value[moved_value] + place]
+    result[moved] = dealt[first[moved_value] + kept_per_value[moved_value] + _place_in_run(moved_value)]
     return result
 
 
@@ -584,7 +582,8 @@ def _merge_groups(
     distinct: tuple[DistinctRows | None, DistinctRows | None],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pair the rows of each group: both sides are shuffled, cut or topped up with random repeats to a
-    common length, sorted on the stitch columns and zipped. Returns the left row, the right row and the
+    common length, sorted on the stitch columns and zipped, equal stitch values first where both sides'
+    distinct rows are known. Returns the left row, the right row and the
     slot (position within its group) of every output row. `distinct`: each side's distinct rows, if
     found (they sort each group faster)."""
     groups = int(max(left_group.max(), right_group.max())) + 1
@@ -600,9 +599,65 @@ def _merge_groups(
     target = np.where((n_left > 0) & (n_right > 0), target, 0)
     left_rows = _align(left_group, n_left, target, left_values, rng, distinct[0])
     right_rows = _align(right_group, n_right, target, right_values, rng, distinct[1])
+    if distinct[0] is not None and distinct[1] is not None:
+        left_key, right_key = _common_keys(target, distinct, left_rows, right_rows)
+        right_rows = _matching_equal_values(left_key, right_rows, right_key)
     starts = np.cumsum(target) - target
     slot = np.arange(int(target.sum())) - np.repeat(starts, target)
     return left_rows, right_rows, slot
+
+
+def _common_keys(target, distinct, left_rows, right_rows) -> tuple[np.ndarray, np.ndarray]:
+    """One number per (group, stitch values) for the aligned rows of both sides, ascending in the
+    order `_align` lays each side out (group, then values), equal where the values are: each side's
+    distinct rows are numbered among the distinct rows of both."""
+    both = np.concatenate([distinct[0].values, distinct[1].values])
+    order = np.lexsort(both.T[::-1])
+    new = np.r_[True, (np.diff(both[order], axis=0) != 0).any(axis=1)]
+    number = np.empty(len(both), dtype=np.int64)
+    number[order] = np.cumsum(new) - 1
+    size = int(number.max()) + 1
+    group = np.repeat(np.arange(target.size, dtype=np.int64), target) * size
+    left = number[: len(distinct[0].counts)]
+    right = number[len(distinct[0].counts) :]
+    return group + left.take(distinct[0].of_row.take(left_rows)), group + right.take(
+        distinct[1].of_row.take(right_rows)
+    )
+
+
+def _matching_equal_values(left_key: np.ndarray, right_rows: np.ndarray, right_key: np.ndarray) -> np.ndarray:
+    """`right_rows` (aligned and sorted as `_align` gives them) rearranged within each group so that
+    as many as can pair with left rows of the same stitch values do; the others pair in order.
+    `left_key`, `right_key`: `_common_keys` of the aligned rows.
+
+    Zipping the sorted sides pairs a group's k-th rows, so where one value has a row more on one side
+    than on the other, every later row of the group pairs with the next value: a group of names or
+    codes shifts along its whole length."""
+    total = right_rows.size
+    if total == 0:
+        return right_rows
+    run_start = np.flatnonzero(np.r_[True, left_key[1:] != left_key[:-1]])
+    runs = left_key[run_start]
+    capacity = np.diff(np.r_[run_start, total])
+    at = np.minimum(np.searchsorted(runs, right_key), runs.size - 1)
+    run, kept = deal_keeping_matches(np.where(runs[at] == right_key, at, -1), capacity)
+    # A run's left positions go to its kept right rows first, then to the rows dealt to it, in order.
+    place = np.empty(total, dtype=np.int64)
+    for members in (np.flatnonzero(kept), np.flatnonzero(~kept)):
+        place[members] = _place_in_run(run[members])
+    kept_per_run = np.bincount(run[kept], minlength=runs.size)
+    paired = np.empty_like(right_rows)
+    paired[run_start[run] + np.where(kept, place, kept_per_run[run] + place)] = right_rows
+    return paired
+
+
+def _place_in_run(runs: np.ndarray) -> np.ndarray:
+    """Each item's place among the consecutive items of its run (runs: non-decreasing ids)."""
+    place = np.arange(runs.size)
+    if runs.size:
+        first = np.r_[True, runs[1:] != runs[:-1]]
+        place -= np.maximum.accumulate(np.where(first, place, 0))
+    return place
 
 
 def _align(

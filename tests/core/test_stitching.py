@@ -515,3 +515,19 @@ def test_names_of_one_side_keep_their_rows_through_the_stitch(as_names):
     # Dealt out by rank, every name's rows shift by the count differences of the names before it.
     assert paired > 0.95 if as_names else paired < 0.9, paired
     assert out.names == right.names
+
+
+def test_rows_of_equal_stitch_values_pair_first_within_each_group():
+    # Two groups of 6 and 3 rows; each side is sorted by group, then value, as `_align` lays it out.
+    target = np.array([6, 3])
+    left_keys = np.array([1, 2, 3, 4, 5, 5, 7, 8, 8], dtype=float)[:, None]
+    right_keys = np.array([1, 1, 2, 3, 4, 5, 7, 7, 8], dtype=float)[:, None]
+    distinct = DistinctRows.of(left_keys), DistinctRows.of(right_keys)
+    left_key, right_key = stitching._common_keys(target, distinct, np.arange(9), np.arange(9))
+    right_rows = np.arange(100, 109)
+    paired = stitching._matching_equal_values(left_key, right_rows, right_key)
+    paired_keys = right_keys[paired - 100, 0]
+    # Zipped, one surplus 1 shifts every later row of the group: 2 of 6 pairs agree, now 5 of 6.
+    np.testing.assert_array_equal(paired_keys, [1, 2, 3, 4, 5, 1, 7, 8, 7])
+    # Each right row is used once and stays in its group.
+    assert sorted(paired[:6]) == list(range(100, 106)) and sorted(paired[6:]) == [106, 107, 108]
