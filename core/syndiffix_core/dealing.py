@@ -13,7 +13,7 @@ A column of names can still be ordered (grades A to G, "18-24" to "65+") where i
 link: a loan's grade and its interest rate. Keeping matches would move a surplus row of grade A to
 wherever rows are short, grade G perhaps, while dealing by rank moves a row per boundary by one grade.
 So a column of names counts as ordered when its order is rank-correlated with a number column of the
-same rows (`behaves_ordered`).
+same rows (`ordered_names`).
 """
 
 from __future__ import annotations
@@ -50,16 +50,21 @@ def deal_keeping_matches(match: np.ndarray, capacity: np.ndarray) -> tuple[np.nd
     return bucket, kept
 
 
-def behaves_ordered(names: np.ndarray, numbers: list[np.ndarray], weights: np.ndarray) -> bool:
-    """Whether a column of names (`names`: their indices in sorted order, one per entry) is rank
+def ordered_names(names: list[np.ndarray], numbers: list[np.ndarray], weights: np.ndarray) -> list[bool]:
+    """Per column of names (its values' indices in sorted order, one per entry), whether it is rank
     correlated at least ORDERED_NAMES_CORRELATION with one of the `numbers` columns (same entries),
     each entry counting `weights` times."""
-    name_ranks = _weighted_midranks(names, weights)
-    return any(
-        abs(_weighted_correlation(name_ranks, _weighted_midranks(column, weights), weights))
-        >= ORDERED_NAMES_CORRELATION
-        for column in numbers
-    )
+    number_ranks = [_weighted_midranks(column, weights) for column in numbers]
+    ordered = []
+    for column in names:
+        ranks = _weighted_midranks(column, weights)
+        ordered.append(
+            any(
+                abs(_weighted_correlation(ranks, other, weights)) >= ORDERED_NAMES_CORRELATION
+                for other in number_ranks
+            )
+        )
+    return ordered
 
 
 def _weighted_midranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:

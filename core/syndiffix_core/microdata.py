@@ -25,7 +25,7 @@ import pandas as pd
 
 from .cdf_scale import CdfScale
 from .columns import ColumnCodec, ColumnKind, IntegerCodec
-from .dealing import behaves_ordered, deal_keeping_matches, matching_buckets
+from .dealing import deal_keeping_matches, matching_buckets, ordered_names
 from .forest import Forest
 from .harvest import Buckets, Harvester
 from .random_ties import stable_order
@@ -51,6 +51,8 @@ class Microdata:
         return self.floats.shape[0]
 
 
+# Whether a string column's order goes with a number column's is read from at most this many buckets.
+NAMES_TEST_BUCKETS = 50_000
 # An outermost 1-dim bucket holding at most this share of a column's rows is a tail: its rows are drawn
 # at the known value it reaches (`_inside_known_values`).
 TAIL_SHARE = 0.1
@@ -121,14 +123,17 @@ class MicrodataBuilder:
 
     def _names(self, columns: tuple[int, ...], buckets: Buckets) -> set[int]:
         """The positions among `columns` of the string columns whose values are names without an order
-        that the cluster's number columns follow (`dealing.behaves_ordered`, on the buckets' middles)."""
+        that the cluster's number columns follow (`dealing.ordered_names`, on the buckets' middles:
+        every k-th of at most NAMES_TEST_BUCKETS, which rank correlations need no more of)."""
         strings = [p for p, c in enumerate(columns) if self.codecs[c].kind == ColumnKind.STRING]
         if len(columns) < 2 or not strings or buckets.size == 0:
             return set(strings)
-        middle = (buckets.low + buckets.high) / 2
-        weights = buckets.count.astype(np.float64)
+        every = slice(None, None, -(-buckets.size // NAMES_TEST_BUCKETS))
+        middle = (buckets.low[every] + buckets.high[every]) / 2
+        weights = buckets.count[every].astype(np.float64)
         numbers = [middle[:, p] for p, c in enumerate(columns) if self.codecs[c].kind != ColumnKind.STRING]
-        return {p for p in strings if not behaves_ordered(middle[:, p], numbers, weights)}
+        ordered = ordered_names([middle[:, p] for p in strings], numbers, weights)
+        return {p for p, is_ordered in zip(strings, ordered, strict=True) if not is_ordered}
 
     def _calibrated_ranges(self, column, lo, hi, codec, rng, names=False):
         """The column's 1-dim buckets handed out to a cluster's rows in the order of the rows' values.
