@@ -28,26 +28,43 @@ ORDERED_NAMES_CORRELATION = 0.5
 def matching_buckets(values: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Per value, the position of the bucket holding it among disjoint buckets sorted by value
     ([low, high), or the point low == high), -1 where none does."""
-    position = np.searchsorted(low, values, side="right") - 1
+    position = np.searchsorted(low, values, side="right")
+    position -= 1
     at = np.maximum(position, 0)
-    inside = (position >= 0) & ((values < high[at]) | (values == low[at]))
-    return np.where(inside, position, -1)
+    outside = values >= high[at]
+    outside &= values != low[at]
+    outside |= position < 0
+    del at
+    position[outside] = -1
+    return position
 
 
 def deal_keeping_matches(match: np.ndarray, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per rank (ranks in value order), the bucket it is dealt (its position among `capacity`'s) and
     whether that is its own: a rank keeps its matching bucket (`match`, -1 for none; the ranks matching
     one bucket are consecutive) while the bucket has room, first ranks first, and the other ranks fill
-    the room that is left, in order. `capacity` sums to the number of ranks."""
-    ranks = np.arange(match.size)
-    first_of_run = np.r_[True, match[1:] != match[:-1]] if match.size else np.zeros(0, dtype=bool)
-    run_start = np.maximum.accumulate(np.where(first_of_run, ranks, 0))
-    kept = (match >= 0) & (ranks - run_start < capacity[np.maximum(match, 0)])
-    bucket = np.empty(match.size, dtype=np.int64)
-    bucket[kept] = match[kept]
-    room = capacity - np.bincount(match[kept], minlength=capacity.size)
-    bucket[~kept] = np.repeat(np.arange(capacity.size), room)
-    return bucket, kept
+    the room that is left, in order. `capacity` sums to the number of ranks. `match` is overwritten
+    with the dealt buckets (a cluster's rows at 10M: no further array of a row's size)."""
+    n = match.size
+    if n == 0:
+        return match, np.zeros(0, dtype=bool)
+    starts = np.r_[0, np.flatnonzero(match[1:] != match[:-1]) + 1]
+    run_match = match[starts]
+    keep = np.where(
+        run_match >= 0, np.minimum(np.diff(np.r_[starts, n]), capacity[np.maximum(run_match, 0)]), 0
+    )
+    # Each run's first `keep` ranks are kept: +1 where a run starts, -1 where its kept part ends.
+    edges = np.zeros(n + 1, dtype=np.int8)
+    edges[starts] = 1
+    np.add.at(edges, starts + keep, -1)
+    kept = np.cumsum(edges[:n], dtype=np.int8).astype(bool)
+    del edges
+    matched = keep > 0
+    room = capacity - np.bincount(run_match[matched], weights=keep[matched], minlength=capacity.size).astype(
+        np.int64
+    )
+    match[~kept] = np.repeat(np.arange(capacity.size), room)
+    return match, kept
 
 
 def ordered_names(names: list[np.ndarray], numbers: list[np.ndarray], weights: np.ndarray) -> list[bool]:

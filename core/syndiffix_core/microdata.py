@@ -157,16 +157,20 @@ class MicrodataBuilder:
         # Each bucket's share of the cluster's rows, rounded so that the running total stays exact.
         edges = np.rint(np.cumsum(target.count[by_value]) * (lo.size / target.count.sum())).astype(np.int64)
         edges[-1] = lo.size
-        bucket_of_rank = by_value[np.repeat(np.arange(by_value.size), np.diff(edges, prepend=0))]
+        shares = np.diff(edges, prepend=0)
         shuffled = rng.permutation(lo.size)
         step = _grid_step(codec) if scale is None else None  # the scale has no grid
         provisional = _draw_in_ranges(lo[shuffled], hi[shuffled], step, rng)
         order = stable_order(provisional)
         rank_order = shuffled[order]
+        del shuffled
         if names:
             sorted_low, sorted_high = target.low[by_value, 0], target.high[by_value, 0]
             match = matching_buckets(provisional[order], sorted_low, sorted_high)
-            bucket_of_rank = by_value[deal_keeping_matches(match, np.diff(edges, prepend=0))[0]]
+            del provisional, order
+            bucket_of_rank = by_value[deal_keeping_matches(match, shares)[0]]
+        else:
+            bucket_of_rank = by_value[np.repeat(np.arange(by_value.size), shares)]
         calibrated_lo, calibrated_hi = np.empty_like(lo), np.empty_like(hi)
         calibrated_lo[rank_order] = target.low[bucket_of_rank, 0]
         calibrated_hi[rank_order] = target.high[bucket_of_rank, 0]
