@@ -307,23 +307,20 @@ class Forest:
             column[column == self.null_values[j]] = np.nan
         return values
 
-    def mapped_matrix(self, maps: Sequence[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
+    def mapped_matrix(
+        self, maps: Sequence[Callable[[np.ndarray], np.ndarray]]
+    ) -> tuple[np.ndarray, list[float | None]]:
         """Every row's values (nulls mapped) through its column's map, (rows, columns) with each column
-        contiguous; each map is applied to the column's distinct values only."""
+        contiguous, and per column the value its null rows take there (None for a column without
+        nulls); each map is applied to the column's distinct values only."""
         out = np.empty((self.row_count, self.dims), order="F")
+        null_values: list[float | None] = []
         for j, mapping in enumerate(maps):
-            out[:, j] = mapping(self._uniques[j]).take(self._ranks[j])
-        return out
-
-    def mapped_null_values(self, maps: Sequence[Callable[[np.ndarray], np.ndarray]]) -> list[float | None]:
-        """Per column, the value its null rows have in `mapped_matrix(maps)`; None for a column without
-        nulls."""
-        mapped: list[float | None] = []
-        for j, mapping in enumerate(maps):
-            uniques = self._uniques[j]
-            at = np.flatnonzero(uniques == self.null_values[j])
-            mapped.append(float(mapping(uniques)[at[0]]) if at.size else None)
-        return mapped
+            mapped = mapping(self._uniques[j])
+            out[:, j] = mapped.take(self._ranks[j])
+            at = np.flatnonzero(self._uniques[j] == self.null_values[j])
+            null_values.append(float(mapped[at[0]]) if at.size else None)
+        return out, null_values
 
     def column_range(self, column: int) -> tuple[float, float]:
         """The column's snapped range after the 1-dim push-down: (low, size)."""

@@ -355,18 +355,31 @@ def _keeping_own_rows(values: np.ndarray, own: np.ndarray, dealt: np.ndarray) ->
     """The side's rows `dealt` (ascending in `values`) to the output's ranks, rearranged so that each
     rank keeps its `own` row (same order) while that row's value has room among those dealt; the other
     ranks take the dealt rows of the values that are left, in order."""
-    dealt_keys, own_keys = values[dealt], values[own]
-    distinct, first, quota = np.unique(dealt_keys, return_index=True, return_counts=True)
-    at = np.minimum(np.searchsorted(distinct, own_keys), distinct.size - 1)
-    same = (distinct[at] == own_keys) | (np.isnan(distinct[at]) & np.isnan(own_keys))  # nulls match
-    value, kept = deal_keeping_matches(np.where(same, at, -1), quota)
+    first, quota, match = _runs_and_matches(values[dealt], values[own])
+    value, kept = deal_keeping_matches(match, quota)
     moved = np.flatnonzero(~kept)
     # The moved ranks take their value's dealt rows after those its kept ranks stand for.
     moved_value = value[moved]
-    kept_per_value = np.bincount(value[kept], minlength=distinct.size)
+    kept_per_value = np.bincount(value[kept], minlength=quota.size)
     result = own.copy()
     result[moved] = dealt[first[moved_value] + kept_per_value[moved_value] + _place_in_run(moved_value)]
     return result
+
+
+def _runs_and_matches(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The runs of equal values in `sorted_keys` (ascending, NaN last): each run's start and length;
+    and per key of `keys` (also ascending), the run of its value or -1. NaN equals NaN (nulls)."""
+    if sorted_keys.size == 0:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none, np.full(keys.size, -1, dtype=np.int64)
+    same_as_previous = sorted_keys[1:] == sorted_keys[:-1]
+    same_as_previous |= np.isnan(sorted_keys[1:]) & np.isnan(sorted_keys[:-1])
+    start = np.flatnonzero(np.r_[True, ~same_as_previous])
+    length = np.diff(np.r_[start, sorted_keys.size])
+    run_keys = sorted_keys[start]
+    at = np.minimum(np.searchsorted(run_keys, keys), run_keys.size - 1)
+    same = (run_keys[at] == keys) | (np.isnan(run_keys[at]) & np.isnan(keys))
+    return start, length, np.where(same, at, -1)
 
 
 def _place_nulls(
@@ -636,16 +649,13 @@ def _matching_equal_values(left_key: np.ndarray, right_rows: np.ndarray, right_k
     total = right_rows.size
     if total == 0:
         return right_rows
-    run_start = np.flatnonzero(np.r_[True, left_key[1:] != left_key[:-1]])
-    runs = left_key[run_start]
-    capacity = np.diff(np.r_[run_start, total])
-    at = np.minimum(np.searchsorted(runs, right_key), runs.size - 1)
-    run, kept = deal_keeping_matches(np.where(runs[at] == right_key, at, -1), capacity)
+    run_start, capacity, match = _runs_and_matches(left_key, right_key)
+    run, kept = deal_keeping_matches(match, capacity)
     # A run's left positions go to its kept right rows first, then to the rows dealt to it, in order.
     place = np.empty(total, dtype=np.int64)
     for members in (np.flatnonzero(kept), np.flatnonzero(~kept)):
         place[members] = _place_in_run(run[members])
-    kept_per_run = np.bincount(run[kept], minlength=runs.size)
+    kept_per_run = np.bincount(run[kept], minlength=capacity.size)
     paired = np.empty_like(right_rows)
     paired[run_start[run] + np.where(kept, place, kept_per_run[run] + place)] = right_rows
     return paired

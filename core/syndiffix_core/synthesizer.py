@@ -322,10 +322,10 @@ def _scale_cluster_trees(context: SynthesisContext, threads: int) -> None:
             )
         )
     maps = [_unchanged if scale is None else scale.positions for scale in scales]
-    positions = forest.mapped_matrix(maps)
+    positions, null_positions = forest.mapped_matrix(maps)
     # The null rows keep standing for null on the scale: the multi-column buckets are clipped to the
     # columns' ranges of values, which leave the null bucket out (`Harvester.column_bounds`).
-    context.cluster_forest = forest.over(positions, forest.mapped_null_values(maps), threads)
+    context.cluster_forest = forest.over(positions, null_positions, threads)
     del positions
     context.microdata = MicrodataBuilder(
         forest,

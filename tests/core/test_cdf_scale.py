@@ -118,8 +118,7 @@ def test_null_rows_stand_for_null_on_the_scale():
             )
         )
     maps = [scale.positions for scale in scales]
-    positions = forest.mapped_matrix(maps)
-    null_values = forest.mapped_null_values(maps)
+    positions, null_values = forest.mapped_matrix(maps)
     assert null_values[1] is None
     null_rows = np.isnan(first)
     assert np.all(positions[null_rows, 0] == null_values[0])
