@@ -31,6 +31,7 @@ from syndiffix_core.random_ties import (
     ranked_order_with_random_ties,
     stable_rank_order,
 )
+from syndiffix_core.stitch_priority import tied_columns
 from syndiffix_core.stitch_values import choose_stitch_values
 from syndiffix_core.threads import map_in_threads
 
@@ -165,7 +166,8 @@ def stitch(
     Both sides are split recursively at the midpoint of one stitch column's range at a time (lowest
     entropy first, then round robin) while the halves stay balanced between the sides; each final range
     is merged by sorting both sides on the stitch columns and zipping them, rows of equal stitch values
-    paired first where they are codes (`_matching_equal_values`). A column only one side holds
+    paired first where they are codes (`_matching_equal_values`), then rows equal on the stitch columns
+    that pin down a column of either side (`stitch_priority`). A column only one side holds
     then takes that side's own values at the merged row count, in the paired rows' order.
 
     ``column_ranges`` (column -> (low, size)) and ``null_values`` (column -> value nulls sort as) are the
@@ -180,9 +182,12 @@ def stitch(
         return _empty_join(left, right, keep_values)
     if entropies is not None:
         stitch_columns.sort(key=lambda c: (entropies[c], c))
+    # Tied columns are split on and sorted by first: a range then holds all rows of their values.
+    tied = tied_columns(left, right, stitch_columns) if len(stitch_columns) > 1 else []
+    stitch_columns = tied + [c for c in stitch_columns if c not in tied]
 
     left_rows, right_rows, slot = _paired_rows(
-        left, right, stitch_columns, column_ranges, null_values, owner, rng
+        left, right, stitch_columns, column_ranges, null_values, owner, rng, len(tied)
     )
     if owner is StitchOwner.LEFT:
         take_right = np.zeros(len(left_rows), dtype=bool)
@@ -266,9 +271,11 @@ def _drift(side_keys: list[np.ndarray], rows: np.ndarray) -> float:
     return float(np.abs(gaps).max())
 
 
-def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner, rng):
+def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner, rng, tied):
     """`_merge_groups`' (left rows, right rows, slot) of the split of both sides on the stitch columns;
-    the sides' stitch values and groups are freed on return, before the one-sided columns' calibration."""
+    the sides' stitch values and groups are freed on return, before the one-sided columns' calibration.
+    `tied`: how many of the first stitch columns the split runs on alone and rows pair on first, where
+    both sides' values of them are codes (distinct rows found)."""
     left_values = np.column_stack([left.column_values(c) for c in stitch_columns])
     right_values = np.column_stack([right.column_values(c) for c in stitch_columns])
     _place_nulls(
@@ -280,8 +287,29 @@ def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner,
         None if column_ranges is None else [column_ranges[c] for c in stitch_columns],
     )
     distinct = DistinctRows.of(left_values), DistinctRows.of(right_values)
-    left_group, right_group = _split_recursively(left_values, right_values, lows, highs, integral, distinct)
-    return _merge_groups(left_group, right_group, left_values, right_values, owner, rng, distinct)
+    tied_distinct = None
+    if tied:
+        tied_distinct = DistinctRows.of(left_values[:, :tied]), DistinctRows.of(right_values[:, :tied])
+        if tied_distinct[0] is None or tied_distinct[1] is None:
+            tied, tied_distinct = 0, None
+    if tied:
+        # Split on the tied columns alone: a final range then holds every row of its tied values,
+        # however the other stitch columns differ between the sides, and its rows pair on them.
+        left_group, right_group = _split_recursively(
+            left_values[:, :tied],
+            right_values[:, :tied],
+            lows[:tied],
+            highs[:tied],
+            integral[:tied],
+            tied_distinct,
+        )
+    else:
+        left_group, right_group = _split_recursively(
+            left_values, right_values, lows, highs, integral, distinct
+        )
+    return _merge_groups(
+        left_group, right_group, left_values, right_values, owner, rng, distinct, tied, tied_distinct
+    )
 
 
 def _order_key(table: Microtable, column: int) -> np.ndarray:
@@ -593,11 +621,14 @@ def _merge_groups(
     owner: StitchOwner,
     rng: np.random.Generator,
     distinct: tuple[DistinctRows | None, DistinctRows | None],
+    tied: int = 0,
+    tied_distinct: tuple[DistinctRows, DistinctRows] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pair the rows of each group: both sides are shuffled, cut or topped up with random repeats to a
     common length, sorted on the stitch columns and zipped, equal stitch values first where both sides'
-    distinct rows are known. Returns the left row, the right row and the
-    slot (position within its group) of every output row. `distinct`: each side's distinct rows, if
+    distinct rows are known, then rows equal on the first `tied` stitch columns (on all of them, then on
+    fewer; `tied_distinct`: both sides' distinct rows of those). Returns the left row, the right row and
+    the slot (position within its group) of every output row. `distinct`: each side's distinct rows, if
     found (they sort each group faster)."""
     groups = int(max(left_group.max(), right_group.max())) + 1
     n_left = np.bincount(left_group, minlength=groups)
@@ -612,19 +643,24 @@ def _merge_groups(
     target = np.where((n_left > 0) & (n_right > 0), target, 0)
     left_rows = _align(left_group, n_left, target, left_values, rng, distinct[0])
     right_rows = _align(right_group, n_right, target, right_values, rng, distinct[1])
-    if distinct[0] is not None and distinct[1] is not None:
-        left_key, right_key = _common_keys(target, distinct, left_rows, right_rows)
-        right_rows = _matching_equal_values(left_key, right_rows, right_key)
+    # (distinct rows, how many of the first stitch columns) of each level of keys that rows pair on.
+    columns = left_values.shape[1]
+    full = distinct[0] is not None and distinct[1] is not None
+    levels = [(distinct, columns)] if full else []
+    levels += [(distinct if full else tied_distinct, size) for size in range(tied, 0, -1) if size < columns]
+    if levels:
+        keys = [_common_keys(target, rows, left_rows, right_rows, size) for rows, size in levels]
+        right_rows = _matching_equal_values([key[0] for key in keys], right_rows, [key[1] for key in keys])
     starts = np.cumsum(target) - target
     slot = np.arange(int(target.sum())) - np.repeat(starts, target)
     return left_rows, right_rows, slot
 
 
-def _common_keys(target, distinct, left_rows, right_rows) -> tuple[np.ndarray, np.ndarray]:
-    """One number per (group, stitch values) for the aligned rows of both sides, ascending in the
-    order `_align` lays each side out (group, then values), equal where the values are: each side's
-    distinct rows are numbered among the distinct rows of both."""
-    both = np.concatenate([distinct[0].values, distinct[1].values])
+def _common_keys(target, distinct, left_rows, right_rows, columns) -> tuple[np.ndarray, np.ndarray]:
+    """One number per (group, values of the first `columns` stitch columns) for the aligned rows of both
+    sides, ascending in the order `_align` lays each side out (group, then values), equal where the
+    values are: each side's distinct rows are numbered among the distinct rows of both."""
+    both = np.concatenate([distinct[0].values[:, :columns], distinct[1].values[:, :columns]])
     order = np.lexsort(both.T[::-1])
     new = np.r_[True, (np.diff(both[order], axis=0) != 0).any(axis=1)]
     number = np.empty(len(both), dtype=np.int64)
@@ -638,10 +674,14 @@ def _common_keys(target, distinct, left_rows, right_rows) -> tuple[np.ndarray, n
     )
 
 
-def _matching_equal_values(left_key: np.ndarray, right_rows: np.ndarray, right_key: np.ndarray) -> np.ndarray:
+def _matching_equal_values(
+    left_keys: Sequence[np.ndarray], right_rows: np.ndarray, right_keys: Sequence[np.ndarray]
+) -> np.ndarray:
     """`right_rows` (aligned and sorted as `_align` gives them) rearranged within each group so that
-    as many as can pair with left rows of the same stitch values do; the others pair in order.
-    `left_key`, `right_key`: `_common_keys` of the aligned rows.
+    as many as can pair with left rows of the same stitch values do; of the others, as many as can
+    pair with left rows equal on the columns of each further level of keys; the rest pair in order.
+    `left_keys`, `right_keys`: `_common_keys` of the aligned rows, on all stitch columns first, then on
+    fewer of the first ones.
 
     Zipping the sorted sides pairs a group's k-th rows, so where one value has a row more on one side
     than on the other, every later row of the group pairs with the next value: a group of names or
@@ -649,16 +689,35 @@ def _matching_equal_values(left_key: np.ndarray, right_rows: np.ndarray, right_k
     total = right_rows.size
     if total == 0:
         return right_rows
-    run_start, capacity, match = _runs_and_matches(left_key, right_key)
+    run_start, capacity, match = _runs_and_matches(left_keys[0], right_keys[0])
     run, kept = deal_keeping_matches(match, capacity)
-    # A run's left positions go to its kept right rows first, then to the rows dealt to it, in order.
+    # A run's left positions go to its kept right rows first; the positions left free, in order, go
+    # to the other rows.
     place = np.empty(total, dtype=np.int64)
-    for members in (np.flatnonzero(kept), np.flatnonzero(~kept)):
-        place[members] = _place_in_run(run[members])
+    members = np.flatnonzero(kept)
+    place[members] = run_start[run[members]] + _place_in_run(run[members])
     kept_per_run = np.bincount(run[kept], minlength=capacity.size)
+    free_run = np.repeat(np.arange(capacity.size), capacity - kept_per_run)
+    free = run_start[free_run] + kept_per_run[free_run] + _place_in_run(free_run)
+    unplaced = np.flatnonzero(~kept)
+    for left_key, right_key in zip(left_keys[1:], right_keys[1:], strict=True):
+        rows, positions = _equal_key_pairs(left_key[free], right_key[unplaced])
+        place[unplaced[rows]] = free[positions]
+        unplaced, free = np.delete(unplaced, rows), np.delete(free, positions)
+    place[unplaced] = free
     paired = np.empty_like(right_rows)
-    paired[run_start[run] + np.where(kept, place, kept_per_run[run] + place)] = right_rows
+    paired[place] = right_rows
     return paired
+
+
+def _equal_key_pairs(position_keys: np.ndarray, row_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """As many (row, position) pairs of equal keys (both ascending) as there are, each row and position
+    in one pair at most, earlier rows and positions first: the indices of the paired rows and of their
+    positions."""
+    run_start, capacity, match = _runs_and_matches(position_keys, row_keys)
+    run, kept = deal_keeping_matches(match, capacity)
+    rows = np.flatnonzero(kept)
+    return rows, run_start[run[rows]] + _place_in_run(run[rows])
 
 
 def _place_in_run(runs: np.ndarray) -> np.ndarray:

@@ -523,11 +523,69 @@ def test_rows_of_equal_stitch_values_pair_first_within_each_group():
     left_keys = np.array([1, 2, 3, 4, 5, 5, 7, 8, 8], dtype=float)[:, None]
     right_keys = np.array([1, 1, 2, 3, 4, 5, 7, 7, 8], dtype=float)[:, None]
     distinct = DistinctRows.of(left_keys), DistinctRows.of(right_keys)
-    left_key, right_key = stitching._common_keys(target, distinct, np.arange(9), np.arange(9))
+    left_key, right_key = stitching._common_keys(target, distinct, np.arange(9), np.arange(9), 1)
     right_rows = np.arange(100, 109)
-    paired = stitching._matching_equal_values(left_key, right_rows, right_key)
+    paired = stitching._matching_equal_values([left_key], right_rows, [right_key])
     paired_keys = right_keys[paired - 100, 0]
     # Zipped, one surplus 1 shifts every later row of the group: 2 of 6 pairs agree, now 5 of 6.
     np.testing.assert_array_equal(paired_keys, [1, 2, 3, 4, 5, 1, 7, 8, 7])
     # Each right row is used once and stays in its group.
     assert sorted(paired[:6]) == list(range(100, 106)) and sorted(paired[6:]) == [106, 107, 108]
+
+
+def test_rows_left_over_pair_on_the_first_stitch_columns_next():
+    # One group, two stitch columns (a code, then a second code). Equal pairs of both come first; of
+    # the rest, rows of equal first codes pair next; the last rows pair in order.
+    target = np.array([6])
+    left_keys = np.array([[1, 1], [1, 2], [2, 1], [2, 2], [3, 1], [3, 2]], dtype=float)
+    right_keys = np.array([[1, 1], [1, 3], [2, 3], [3, 1], [3, 3], [3, 3]], dtype=float)
+    distinct = DistinctRows.of(left_keys), DistinctRows.of(right_keys)
+    rows = np.arange(6)
+    levels = [stitching._common_keys(target, distinct, rows, rows, columns) for columns in (2, 1)]
+    paired = stitching._matching_equal_values(
+        [left for left, _ in levels], rows, [right for _, right in levels]
+    )
+    paired_keys = right_keys[paired]
+    # (1,1) and (3,1) pair exactly; (1,3) and one (3,3) pair on their first code; (2,3) and the other
+    # (3,3) take the positions left, in order.
+    np.testing.assert_array_equal(paired_keys[:, 0], [1, 1, 2, 3, 3, 3])
+    np.testing.assert_array_equal(paired_keys, [[1, 1], [1, 3], [2, 3], [3, 3], [3, 1], [3, 3]])
+    assert sorted(paired) == list(range(6))
+
+
+def second_code(rng: np.random.Generator, code: np.ndarray, shift: float) -> np.ndarray:
+    """A code of 6 values beside makers' `code`s, whose link to the maker depends on `shift`: two
+    sides with different joint counts of the pair."""
+    rows = len(code)
+    return ((code + rng.integers(0, 3, size=rows) + (rng.random(rows) < shift) * 3) % 6).astype(float)
+
+
+def test_a_stitch_keeps_a_code_paired_with_the_name_it_determines():
+    # 22 makers' codes (skewed shares, the same on both sides, as both are calibrated to the code's
+    # 1-dim tree); the right side also holds each maker's name (a function of its code, in another
+    # order). The sides relate the maker to the second stitch column differently, so many right rows
+    # find no left row of both values in their range. Split and paired on the maker's code first, they
+    # still agree on it.
+    rng = np.random.default_rng(11)
+    weights = 1 / np.arange(1, 23) ** 0.8
+    left_code = rng.choice(22, size=3000, p=weights / weights.sum()).astype(float)
+    right_code = rng.permutation(left_code)
+    left = microtable({0: left_code, 1: second_code(rng, left_code, 0.1), 3: rng.normal(size=3000)})
+    left = Microtable(left.columns, left.values, left.typed, names=frozenset({0, 1}))
+    columns = {0: right_code, 1: second_code(rng, right_code, 0.4), 2: (7 * right_code) % 22}
+    right = Microtable(
+        (0, 1, 2),
+        np.column_stack(list(columns.values())),
+        {column: pd.Series(values) for column, values in columns.items()},
+        names=frozenset({0, 1, 2}),
+    )
+    out = stitch(
+        left,
+        right,
+        [1, 0],
+        entropies=[4.0, 1.0, 4.0, 5.0],
+        owner=StitchOwner.LEFT,
+        rng=np.random.default_rng(3),
+    )
+    named = np.mean((7 * out.column_values(0)) % 22 == out.column_values(2))
+    assert named > 0.98, named
