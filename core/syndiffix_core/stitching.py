@@ -649,8 +649,9 @@ def _merge_groups(
     levels = [(distinct, columns)] if full else []
     levels += [(distinct if full else tied_distinct, size) for size in range(tied, 0, -1) if size < columns]
     if levels:
-        keys = [_common_keys(target, rows, left_rows, right_rows, size) for rows, size in levels]
-        right_rows = _matching_equal_values([key[0] for key in keys], right_rows, [key[1] for key in keys])
+        # Each level's keys are made when it is reached: at 10M rows a level's are 160 MB.
+        keys = (_common_keys(target, rows, left_rows, right_rows, size) for rows, size in levels)
+        right_rows = _matching_equal_values(keys, right_rows)
     starts = np.cumsum(target) - target
     slot = np.arange(int(target.sum())) - np.repeat(starts, target)
     return left_rows, right_rows, slot
@@ -675,12 +676,12 @@ def _common_keys(target, distinct, left_rows, right_rows, columns) -> tuple[np.n
 
 
 def _matching_equal_values(
-    left_keys: Sequence[np.ndarray], right_rows: np.ndarray, right_keys: Sequence[np.ndarray]
+    keys: Iterator[tuple[np.ndarray, np.ndarray]], right_rows: np.ndarray
 ) -> np.ndarray:
     """`right_rows` (aligned and sorted as `_align` gives them) rearranged within each group so that
     as many as can pair with left rows of the same stitch values do; of the others, as many as can
     pair with left rows equal on the columns of each further level of keys; the rest pair in order.
-    `left_keys`, `right_keys`: `_common_keys` of the aligned rows, on all stitch columns first, then on
+    `keys`: the (left, right) `_common_keys` of the aligned rows, on all stitch columns first, then on
     fewer of the first ones.
 
     Zipping the sorted sides pairs a group's k-th rows, so where one value has a row more on one side
@@ -689,7 +690,9 @@ def _matching_equal_values(
     total = right_rows.size
     if total == 0:
         return right_rows
-    run_start, capacity, match = _runs_and_matches(left_keys[0], right_keys[0])
+    left_key, right_key = next(keys)
+    run_start, capacity, match = _runs_and_matches(left_key, right_key)
+    del left_key, right_key
     run, kept = deal_keeping_matches(match, capacity)
     # A run's left positions go to its kept right rows first; the positions left free, in order, go
     # to the other rows.
@@ -697,11 +700,15 @@ def _matching_equal_values(
     members = np.flatnonzero(kept)
     place[members] = run_start[run[members]] + _place_in_run(run[members])
     kept_per_run = np.bincount(run[kept], minlength=capacity.size)
+    del members, run
     free_run = np.repeat(np.arange(capacity.size), capacity - kept_per_run)
     free = run_start[free_run] + kept_per_run[free_run] + _place_in_run(free_run)
+    del free_run
     unplaced = np.flatnonzero(~kept)
-    for left_key, right_key in zip(left_keys[1:], right_keys[1:], strict=True):
+    del kept
+    for left_key, right_key in keys:
         rows, positions = _equal_key_pairs(left_key[free], right_key[unplaced])
+        del left_key, right_key
         place[unplaced[rows]] = free[positions]
         unplaced, free = np.delete(unplaced, rows), np.delete(free, positions)
     place[unplaced] = free

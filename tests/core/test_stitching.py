@@ -523,9 +523,9 @@ def test_rows_of_equal_stitch_values_pair_first_within_each_group():
     left_keys = np.array([1, 2, 3, 4, 5, 5, 7, 8, 8], dtype=float)[:, None]
     right_keys = np.array([1, 1, 2, 3, 4, 5, 7, 7, 8], dtype=float)[:, None]
     distinct = DistinctRows.of(left_keys), DistinctRows.of(right_keys)
-    left_key, right_key = stitching._common_keys(target, distinct, np.arange(9), np.arange(9), 1)
+    keys = stitching._common_keys(target, distinct, np.arange(9), np.arange(9), 1)
     right_rows = np.arange(100, 109)
-    paired = stitching._matching_equal_values([left_key], right_rows, [right_key])
+    paired = stitching._matching_equal_values(iter([keys]), right_rows)
     paired_keys = right_keys[paired - 100, 0]
     # Zipped, one surplus 1 shifts every later row of the group: 2 of 6 pairs agree, now 5 of 6.
     np.testing.assert_array_equal(paired_keys, [1, 2, 3, 4, 5, 1, 7, 8, 7])
@@ -541,10 +541,8 @@ def test_rows_left_over_pair_on_the_first_stitch_columns_next():
     right_keys = np.array([[1, 1], [1, 3], [2, 3], [3, 1], [3, 3], [3, 3]], dtype=float)
     distinct = DistinctRows.of(left_keys), DistinctRows.of(right_keys)
     rows = np.arange(6)
-    levels = [stitching._common_keys(target, distinct, rows, rows, columns) for columns in (2, 1)]
-    paired = stitching._matching_equal_values(
-        [left for left, _ in levels], rows, [right for _, right in levels]
-    )
+    levels = (stitching._common_keys(target, distinct, rows, rows, columns) for columns in (2, 1))
+    paired = stitching._matching_equal_values(levels, rows)
     paired_keys = right_keys[paired]
     # (1,1) and (3,1) pair exactly; (1,3) and one (3,3) pair on their first code; (2,3) and the other
     # (3,3) take the positions left, in order.
