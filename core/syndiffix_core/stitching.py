@@ -681,8 +681,8 @@ def _matching_equal_values(
     """`right_rows` (aligned and sorted as `_align` gives them) rearranged within each group so that
     as many as can pair with left rows of the same stitch values do; of the others, as many as can
     pair with left rows equal on the columns of each further level of keys; the rest pair in order.
-    `keys`: the (left, right) `_common_keys` of the aligned rows, on all stitch columns first, then on
-    fewer of the first ones.
+    `keys`: the (left, right) `_common_keys` of the aligned rows, level by level: on all stitch columns
+    (where both sides' distinct rows are known), then on fewer of the first ones.
 
     Zipping the sorted sides pairs a group's k-th rows, so where one value has a row more on one side
     than on the other, every later row of the group pairs with the next value: a group of names or
