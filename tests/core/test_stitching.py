@@ -587,3 +587,26 @@ def test_a_stitch_keeps_a_code_paired_with_the_name_it_determines():
     )
     named = np.mean((7 * out.column_values(0)) % 22 == out.column_values(2))
     assert named > 0.98, named
+
+
+def test_a_tied_code_beside_a_measurement_still_splits_and_pairs_on_the_code():
+    # The second stitch column is a measurement (no distinct rows over both columns): the split runs
+    # on the maker's code alone, and rows pair on the code before they pair in order.
+    rng = np.random.default_rng(13)
+    weights = 1 / np.arange(1, 23) ** 0.8
+    left_code = rng.choice(22, size=3000, p=weights / weights.sum()).astype(float)
+    right_code = rng.permutation(left_code)
+    left = microtable({0: left_code, 1: rng.normal(size=3000), 3: rng.normal(size=3000)})
+    left = Microtable(left.columns, left.values, left.typed, names=frozenset({0}))
+    right = microtable({0: right_code, 1: rng.normal(size=3000) + right_code / 5, 2: (7 * right_code) % 22})
+    right = Microtable(right.columns, right.values, right.typed, names=frozenset({0, 2}))
+    out = stitch(
+        left,
+        right,
+        [1, 0],
+        entropies=[4.0, 6.0, 4.0, 5.0],
+        owner=StitchOwner.LEFT,
+        rng=np.random.default_rng(5),
+    )
+    named = np.mean((7 * out.column_values(0)) % 22 == out.column_values(2))
+    assert named > 0.98, named
