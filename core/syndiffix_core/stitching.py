@@ -289,7 +289,11 @@ def _paired_rows(left, right, stitch_columns, column_ranges, null_values, owner,
     distinct = DistinctRows.of(left_values), DistinctRows.of(right_values)
     tied_distinct = None
     if tied:
-        tied_distinct = DistinctRows.of(left_values[:, :tied]), DistinctRows.of(right_values[:, :tied])
+        tied_distinct = (
+            distinct
+            if tied == left_values.shape[1]
+            else (DistinctRows.of(left_values[:, :tied]), DistinctRows.of(right_values[:, :tied]))
+        )
         if tied_distinct[0] is None or tied_distinct[1] is None:
             tied, tied_distinct = 0, None
     if tied:
