@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Collection
 
 import numpy as np
 import pandas as pd
@@ -15,11 +16,18 @@ from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.stitching import Microtable, _root_ranges, _split_recursively, patch, stitch
 
 
-def microtable(columns: dict[int, np.ndarray]) -> Microtable:
+def microtable(columns: dict[int, np.ndarray], names: Collection[int] = ()) -> Microtable:
+    """`columns` as a microtable; `names`: its columns of names without an order."""
     keys = tuple(columns)
     values = np.column_stack([np.asarray(columns[k], dtype=float) for k in keys])
     typed = {k: pd.Series(columns[k]) for k in keys}
-    return Microtable(keys, values, typed)
+    return Microtable(keys, values, typed, names=frozenset(names))
+
+
+def maker_codes(rng: np.random.Generator, rows: int) -> np.ndarray:
+    """22 makers' codes with skewed shares, as floats."""
+    weights = 1 / np.arange(1, 23) ** 0.8
+    return rng.choice(22, size=rows, p=weights / weights.sum()).astype(float)
 
 
 def binned_tvd(a: np.ndarray, b: np.ndarray, bins: int = 20) -> float:
@@ -498,12 +506,9 @@ def test_names_of_one_side_keep_their_rows_through_the_stitch(as_names):
     # column x pairs some right rows twice and leaves others out, so each name's count in the output
     # differs from the side's by a few rows and the one-sided columns are dealt their side's counts.
     rng = np.random.default_rng(8)
-    weights = 1 / np.arange(1, 23) ** 0.8
-    code = rng.choice(22, size=3000, p=weights / weights.sum()).astype(float)
+    code = maker_codes(rng, 3000)
     name = (7 * code) % 22
-    right = microtable({0: rng.normal(size=3000), 1: code, 2: name})
-    if as_names:
-        right = Microtable(right.columns, right.values, right.typed, names=frozenset({1, 2}))
+    right = microtable({0: rng.normal(size=3000), 1: code, 2: name}, names={1, 2} if as_names else ())
     left = microtable({0: rng.normal(size=2900), 3: rng.normal(size=2900)})
     out = stitch(left, right, [0], owner=StitchOwner.LEFT, rng=np.random.default_rng(2))
     paired = np.mean((7 * out.column_values(1)) % 22 == out.column_values(2))
@@ -565,17 +570,13 @@ def test_a_stitch_keeps_a_code_paired_with_the_name_it_determines():
     # find no left row of both values in their range. Split and paired on the maker's code first, they
     # still agree on it.
     rng = np.random.default_rng(11)
-    weights = 1 / np.arange(1, 23) ** 0.8
-    left_code = rng.choice(22, size=3000, p=weights / weights.sum()).astype(float)
+    left_code = maker_codes(rng, 3000)
     right_code = rng.permutation(left_code)
-    left = microtable({0: left_code, 1: second_code(rng, left_code, 0.1), 3: rng.normal(size=3000)})
-    left = Microtable(left.columns, left.values, left.typed, names=frozenset({0, 1}))
-    columns = {0: right_code, 1: second_code(rng, right_code, 0.4), 2: (7 * right_code) % 22}
-    right = Microtable(
-        (0, 1, 2),
-        np.column_stack(list(columns.values())),
-        {column: pd.Series(values) for column, values in columns.items()},
-        names=frozenset({0, 1, 2}),
+    left = microtable(
+        {0: left_code, 1: second_code(rng, left_code, 0.1), 3: rng.normal(size=3000)}, names={0, 1}
+    )
+    right = microtable(
+        {0: right_code, 1: second_code(rng, right_code, 0.4), 2: (7 * right_code) % 22}, names={0, 1, 2}
     )
     out = stitch(
         left,
@@ -593,13 +594,12 @@ def test_a_tied_code_beside_a_measurement_still_splits_and_pairs_on_the_code():
     # The second stitch column is a measurement (no distinct rows over both columns): the split runs
     # on the maker's code alone, and rows pair on the code before they pair in order.
     rng = np.random.default_rng(13)
-    weights = 1 / np.arange(1, 23) ** 0.8
-    left_code = rng.choice(22, size=3000, p=weights / weights.sum()).astype(float)
+    left_code = maker_codes(rng, 3000)
     right_code = rng.permutation(left_code)
-    left = microtable({0: left_code, 1: rng.normal(size=3000), 3: rng.normal(size=3000)})
-    left = Microtable(left.columns, left.values, left.typed, names=frozenset({0}))
-    right = microtable({0: right_code, 1: rng.normal(size=3000) + right_code / 5, 2: (7 * right_code) % 22})
-    right = Microtable(right.columns, right.values, right.typed, names=frozenset({0, 2}))
+    left = microtable({0: left_code, 1: rng.normal(size=3000), 3: rng.normal(size=3000)}, names={0})
+    right = microtable(
+        {0: right_code, 1: rng.normal(size=3000) + right_code / 5, 2: (7 * right_code) % 22}, names={0, 2}
+    )
     out = stitch(
         left,
         right,
