@@ -5,9 +5,10 @@ The traversal is the seed's bottom-up harvest, run one level at a time for all n
 buckets carried up from depth d+1 are re-owned by their parents, then per node of depth d
 - a leaf failing LCF yields nothing; a singular or 1-dim leaf yields its own bucket; a multi-dim
   leaf yields `noisy count` refined buckets;
-- a branch whose children's buckets hold fewer than half of its noisy count either collapses into its
-  own bucket (1-dim) or keeps them and adds refined buckets for the difference (multi-dim);
-  otherwise the children's counts are rescaled to the branch's noisy count.
+- a 1-dim branch whose children's buckets hold fewer than half of its noisy count collapses into its
+  own bucket; a multi-dim one whose children's buckets hold less than `RESCALED_SHARE` of it keeps
+  them and adds refined buckets for the difference; otherwise the children's counts are rescaled to
+  the branch's noisy count.
 Counts travel up as real numbers and are rounded once at the end, fractions carried forward.
 
 Refinement is lazy: a node to refine for n rows is kept as ONE placeholder entry (count n) in its
@@ -32,6 +33,14 @@ from .forest import Forest, Tree, join_arrays
 from .pool_links import pair_link, primary_choices
 from .refinement import RefinementDraws
 from .threads import map_in_threads
+
+# A multi-dim branch's children are rescaled to its count only when their buckets hold at least this
+# share of it. What they miss are mostly the rows of children that failed LCF, sparse cells beside the
+# dense ones: rescaling by more piles those rows onto the dense cells and sharpens every dependence
+# the tree holds (the seed rescales from one half), while refined rows spread them as the lower-dim
+# trees do. A shortfall this small is rescaled, as the counts' noise may make it, so that a column
+# that follows another keeps the precision of the children's cells.
+RESCALED_SHARE = 0.9
 
 
 @dataclass
@@ -382,8 +391,12 @@ class Harvester:
                 owner = levels.parents(depth + 1, owner)
             noisy = level.noisy_count
             child_total = np.bincount(owner, weights=count, minlength=level.size)
-            collapse = level.branch & (2 * child_total < noisy)
-            rescale = level.branch & ~collapse
+            if k == 1:
+                collapse = level.branch & (2 * child_total < noisy)
+                rescale = level.branch & ~collapse
+            else:
+                rescale = level.branch & (child_total >= RESCALED_SHARE * noisy)
+                collapse = level.branch & ~rescale
             factor = np.where(rescale, noisy / np.maximum(child_total, 1e-12), 1.0)
             count = count * factor[owner]
             own_bucket = ~level.branch & ~level.lcf_low
