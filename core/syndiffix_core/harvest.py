@@ -38,9 +38,11 @@ from .threads import map_in_threads
 # share of it. What they miss are mostly the rows of children that failed LCF, sparse cells beside the
 # dense ones: rescaling by more piles those rows onto the dense cells and sharpens every dependence
 # the tree holds (the seed rescales from one half), while refined rows spread them as the lower-dim
-# trees do. A shortfall this small is rescaled, as the counts' noise may make it, so that a column
+# trees do. A shortfall under a tenth is rescaled, as the counts' noise alone may make it, so that a column
 # that follows another keeps the precision of the children's cells.
 RESCALED_SHARE = 0.9
+# A 1-dim branch's two children, as in the seed; below this share the branch collapses into one bucket.
+ONE_DIM_RESCALED_SHARE = 0.5
 
 
 @dataclass
@@ -391,12 +393,9 @@ class Harvester:
                 owner = levels.parents(depth + 1, owner)
             noisy = level.noisy_count
             child_total = np.bincount(owner, weights=count, minlength=level.size)
-            if k == 1:
-                collapse = level.branch & (2 * child_total < noisy)
-                rescale = level.branch & ~collapse
-            else:
-                rescale = level.branch & (child_total >= RESCALED_SHARE * noisy)
-                collapse = level.branch & ~rescale
+            share = ONE_DIM_RESCALED_SHARE if k == 1 else RESCALED_SHARE
+            rescale = level.branch & (child_total >= share * noisy)
+            collapse = level.branch & ~rescale
             factor = np.where(rescale, noisy / np.maximum(child_total, 1e-12), 1.0)
             count = count * factor[owner]
             own_bucket = ~level.branch & ~level.lcf_low
