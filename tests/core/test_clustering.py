@@ -432,6 +432,27 @@ def test_no_stitch_column_joins_a_cluster_that_has_reached_the_column_cap(monkey
     assert [c.stitch_columns for c in clusters.derived] == [(3, 0)]
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_four_column_cluster_takes_a_fifth_column_for_a_false_link(seed):
+    # depth and a column that follows it (the 6th) are a cluster of their own, stitched on table and cut:
+    # 4 columns. The join through table still gives depth a false link to size, so x or y joins as a
+    # fifth column (as on 50,000 rows of diamonds: depth stitched on table and z, with y).
+    sample = implied_links_sample(seed, depth_follows_table=False)
+    follows_depth = sample[:, 4] + np.random.default_rng(seed).normal(0, 0.3, len(sample))
+    sample = np.column_stack([sample, follows_depth])
+    dependence = np.full((6, 6), 0.05)
+    dependence[:5, :5] = _depth_cluster_builder(sample, None).dependence
+    dependence[4, 5] = dependence[5, 4] = dependence[5, 5] = 1.0
+    entropies = (np.array([2.40, 3.84, 3.84, 2.81, 3.37, 2.0]) - 1) ** 2
+    builder = ClusterBuilder(
+        dependence, entropies, max_weight=15, merge_threshold=0.1, sample=sample, ordered=[False] + [True] * 5
+    )
+    clusters = builder.build(range(6))
+    [derived] = clusters.derived
+    assert clusters.initial == (0, 1, 2, 3) and derived.columns == (4, 5)
+    assert derived.stitch_columns[:2] == (3, 0) and derived.stitch_columns[2:] in ((1,), (2,))
+
+
 def _stitch_choice_by_the_rule(
     builder: ClusterBuilder, cluster: list[int], weight: float, available: list[int]
 ):
