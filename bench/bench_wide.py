@@ -18,7 +18,9 @@ figure on a shared machine. The per-stage breakdown of synthesize() comes from t
 stage log (`syndiffix_core.synthesizer`); with worker processes, each cluster's line is the worker's
 own wall and CPU seconds ("in a worker"), followed by a line with their sum, the largest, and the
 calling process's own CPU seconds (what bounds the wall time on a quiet machine). `hash` is a digest of the output frame (same salt -> same
-hash: use it to check that a speed change left the output identical). Targets: 1M x 10 synthesize()
+hash: use it to check that a speed change left the output identical). After the timed call the child
+prints the correlation error of the output (mean |Spearman(source) - Spearman(synthetic)| over the
+pairs of numbers, booleans and timestamps) and its worst pair, so a plan change shows what it buys. Targets: 1M x 10 synthesize()
 in <= 20 s wall on 2 cores with peak RSS <= 0.7 GiB; the CLI <= 1.3x synthesize().
 """
 
@@ -71,11 +73,37 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _peak_rss_mib() -> float:
+    """The largest resident set so far of this process and of its reaped workers."""
+    own, workers = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return max(own.ru_maxrss, workers.ru_maxrss) / 1024
+
+
+def correlation_error(source, synthetic, schema: dict[str, str]) -> tuple[float, str, float]:
+    """Mean |Spearman(source) - Spearman(synthetic)| over the pairs of ordered columns (numbers,
+    booleans, timestamps; nulls left out pairwise), and the pair that misses most."""
+    import numpy as np
+    import pandas as pd
+
+    ordered = [name for name, kind in schema.items() if kind != "string"]
+
+    def rank_correlations(frame):
+        ranks = pd.DataFrame({name: frame[name].rank() for name in ordered})
+        return ranks.corr().to_numpy()
+
+    misses = np.abs(rank_correlations(source) - rank_correlations(synthetic))
+    upper = np.triu_indices(len(ordered), 1)
+    worst = int(np.argmax(misses[upper]))
+    pair = f"{ordered[upper[0][worst]]}-{ordered[upper[1][worst]]}"
+    return float(misses[upper].mean()), pair, float(misses[upper][worst])
+
+
 def child_synthesize(rows: int, columns: int, salt: str, workers: int | None) -> None:
-    """Synthesize the table in this process; print one JSON line (the parent adds peak RSS)."""
+    """Synthesize the table in this process; print one JSON line (peak RSS taken before the quality
+    figure is computed)."""
     from syndiffix_core import synthesize
 
-    table, _ = _table(rows, columns)
+    table, schema = _table(rows, columns)
     records = _StageRecords()
     log = logging.getLogger("syndiffix_core.synthesizer")
     log.addHandler(records)
@@ -83,14 +111,19 @@ def child_synthesize(rows: int, columns: int, salt: str, workers: int | None) ->
     wall, cpu = time.perf_counter(), time.process_time() + _children_cpu()
     result = synthesize(table, salt=salt, workers=workers)
     wall, cpu = time.perf_counter() - wall, time.process_time() + _children_cpu() - cpu
+    peak = _peak_rss_mib()
+    error, pair, pair_error = correlation_error(table, result, schema)
     print(
         json.dumps(
             {
                 "wall_s": wall,
                 "cpu_s": cpu,
+                "peak_rss_mib": peak,
                 "output_rows": len(result),
                 "hash": frame_digest(result),
                 "stages": records.stages,
+                "correlation_error": error,
+                "worst_pair": [pair, pair_error],
             }
         )
     )
@@ -131,11 +164,11 @@ def main() -> None:
     command = [sys.executable, __file__, "--child", "--rows", str(args.rows), "--columns", str(args.columns)]
     workers = [] if args.workers is None else ["--workers", str(args.workers)]
     command += workers
-    _, _, rss, stdout = _run_child([*command, "--salt", args.salt])
+    _, _, _, stdout = _run_child([*command, "--salt", args.salt])
     result = json.loads(stdout.strip().splitlines()[-1])
     print(header)
     print(
-        f"{'synthesize()':<15} {result['wall_s']:>8.2f} {result['cpu_s']:>8.2f} {rss:>13.0f} "
+        f"{'synthesize()':<15} {result['wall_s']:>8.2f} {result['cpu_s']:>8.2f} {result['peak_rss_mib']:>13.0f} "
         f"{result['output_rows']:>9}  {result['hash']}",
         flush=True,
     )
@@ -148,6 +181,11 @@ def main() -> None:
             f"  clusters in workers: {sum(in_workers):.2f} CPU-s in all, the largest {max(in_workers):.2f}; "
             f"calling process {own:.2f} CPU-s"
         )
+    pair, pair_error = result["worst_pair"]
+    print(
+        f"  correlation error (mean |Spearman source - synthetic| over ordered column pairs): "
+        f"{result['correlation_error']:.4f}; worst pair {pair} {pair_error:.3f}"
+    )
     if args.no_cli:
         return
 
