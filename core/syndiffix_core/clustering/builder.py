@@ -41,9 +41,8 @@ CONDITIONAL_MARGIN = 0.03
 # A member whose rank correlations with the earlier columns, as its stitch columns imply them, miss the
 # sample's by this much more in sum than with one further stitch column gets that column.
 IMPLIED_LINKS_MARGIN = 0.15
-# ... but only into a cluster of fewer columns than this: a cluster's trees double with each column. (A
-# cap of 4 kept bench/bench_wide.py's 1M x 10 table's 4-column cluster from 17 CPU-s against 9, but left
-# joins wrong on real tables: docs/clustering.md, "Links the stitch columns imply".)
+# ... but only into a cluster of fewer columns than this: a cluster's trees double with each column
+# (what a fifth column costs and buys: docs/clustering.md, "Up to 5 columns").
 IMPLIED_LINKS_MAX_COLUMNS = 5
 
 
