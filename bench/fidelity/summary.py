@@ -330,11 +330,11 @@ def _worse_than_reference(result: dict) -> list[str]:
     if not result["runs"][REFERENCE]:
         return []
     checks = acceptance(result)
-    worse = [f"{label} worse than 1.0.8" for key, label in LOWER_IS_BETTER if checks[key] == "FAIL"]
-    worse += [
-        f"{label} worse than 1.0.8 (one salt: not judged against noise)"
+    suffix = {"FAIL": "", "worse": " (one salt: not judged against noise)"}
+    worse = [
+        f"{label} worse than 1.0.8{suffix[checks[key]]}"
         for key, label in LOWER_IS_BETTER
-        if checks[key] == "worse"
+        if checks[key] in suffix
     ]
     return worse + ([f"CPU under {MIN_CPU_RATIO:.0f}x"] if checks["cpu_ratio"] == "FAIL" else [])
 

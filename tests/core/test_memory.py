@@ -19,7 +19,7 @@ _SCENARIO = textwrap.dedent(
             return int(statm.read().split()[1]) * 4096 / 2**20
 
     assert _MALLOC_TRIM is not None
-    libc = ctypes.CDLL("libc.so.6")
+    libc = ctypes.CDLL(None)  # the C library the interpreter runs on, as syndiffix_core.memory
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
     libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
