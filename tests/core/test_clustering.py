@@ -453,6 +453,39 @@ def test_a_four_column_cluster_takes_a_fifth_column_for_a_false_link(seed):
     assert derived.stitch_columns[:2] == (3, 0) and derived.stitch_columns[2:] in ((1,), (2,))
 
 
+def _cluster_at_the_cap(seed: int, cut_to_depth: float) -> ClusterBuilder:
+    # depth and two columns that follow it are a cluster of their own, stitched on table and cut: 5
+    # columns, the cap. The weight limit left x and y out, and the join through table gives depth a
+    # false link to size.
+    sample = implied_links_sample(seed, depth_follows_table=False)
+    rng = np.random.default_rng(seed)
+    followers = sample[:, [4, 4]] + rng.normal(0, 0.3, (len(sample), 2))
+    sample = np.column_stack([sample, followers])
+    dependence = np.full((7, 7), 0.05)
+    dependence[:5, :5] = _depth_cluster_builder(sample, None).dependence
+    dependence[0, 4] = dependence[4, 0] = cut_to_depth
+    dependence[4:, 4:] = 1.0
+    entropies = (np.array([2.40, 3.84, 3.84, 2.81, 3.37, 2.5, 2.5]) - 1) ** 2
+    return ClusterBuilder(
+        dependence, entropies, max_weight=15, merge_threshold=0.1, sample=sample, ordered=[False] + [True] * 6
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_cluster_at_the_cap_takes_the_implied_link_in_place_of_a_weaker_stitch_column(seed):
+    # cut reaches depth's cluster more weakly (0.12) than x does (0.20): x (or y) replaces it.
+    [derived] = _cluster_at_the_cap(seed, cut_to_depth=0.12).build(range(7)).derived
+    assert derived.columns == (4, 5, 6)
+    assert derived.stitch_columns in ((3, 1), (3, 2))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_cluster_at_the_cap_keeps_a_stitch_column_tied_to_it_more_strongly(seed):
+    # cut reaches depth more strongly (0.27) than x would: it stays, and nothing is added past the cap.
+    [derived] = _cluster_at_the_cap(seed, cut_to_depth=0.27).build(range(7)).derived
+    assert derived.columns == (4, 5, 6) and derived.stitch_columns == (3, 0)
+
+
 def _stitch_choice_by_the_rule(
     builder: ClusterBuilder, cluster: list[int], weight: float, available: list[int]
 ):
