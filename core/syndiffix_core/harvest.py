@@ -64,16 +64,6 @@ class Buckets:
     def singular(self) -> np.ndarray:
         return self.low == self.high
 
-    def _take(self, index) -> Buckets:
-        return Buckets(
-            self.low[index],
-            self.high[index],
-            self.count[index],
-            self.origin[index],
-            None if self.depth is None else self.depth[index],
-            None if self.subnodes is None else self.subnodes[index],
-        )
-
     @property
     def placeholder(self) -> np.ndarray:
         return np.zeros(self.size, dtype=bool) if self.depth is None else self.depth >= 0
