@@ -113,10 +113,11 @@ def correlation_pairs(
 
 
 def correlation_error(pairs: dict[str, list[float]]) -> float | None:
-    """Mean of `pair_correlation_errors` over the pairs of `correlation_pairs`."""
-    if not pairs:
-        return None
-    return float(np.nanmean(pair_correlation_errors(list(pairs.values()))))
+    """Mean of `pair_correlation_errors` over the pairs of `correlation_pairs`; None where no pair has a
+    source correlation (a constant column's pairs have none)."""
+    errors = pair_correlation_errors(list(pairs.values())) if pairs else np.zeros(0)
+    errors = errors[~np.isnan(errors)]
+    return float(errors.mean()) if errors.size else None
 
 
 def pair_correlation_errors(pairs: list[list[float | None]]) -> np.ndarray:

@@ -27,8 +27,8 @@ SPREAD_TEST_LEVEL = 0.05
 
 
 def _values(runs: list[dict], key: str) -> list[float]:
-    """The figure `key` of every run that has one."""
-    return [run[key] for run in runs if run.get(key) is not None]
+    """The figure `key` of every run that has one (None or NaN: none)."""
+    return [run[key] for run in runs if run.get(key) is not None and not np.isnan(run[key])]
 
 
 def spread(runs: list[dict], key: str) -> tuple[float, float] | None:
