@@ -176,17 +176,26 @@ class Tree:
         return self.ranges_of(forest, depth, level.rep_row[nodes], level.singular_dims[nodes])
 
     def ranges_of(
-        self, forest: Forest, depth: int | np.ndarray, rep_rows: np.ndarray, singular_dims: np.ndarray
+        self,
+        forest: Forest,
+        depth: int | np.ndarray,
+        rep_rows: np.ndarray,
+        singular_dims: np.ndarray,
+        cell_bits: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """`node_ranges` of nodes given by their representative rows and singular dimensions, at one
-        `depth` or at one depth per node."""
+        `depth` or at one depth per node. With `cell_bits` (one per node, -1 for the row's own cell):
+        the sibling cell at `depth` with those child bits instead of the one holding the row."""
         values = forest.values_at(rep_rows, self.columns)
         scale = np.ldexp(1.0, np.asarray(depth, dtype=np.int64))[..., None]  # 2^depth, (1,) or (n, 1)
         width = self.size[None, :] / scale
-        low = (
-            self.low[None, :]
-            + np.floor(unit_positions(values, self.low[None, :], self.size[None, :]) * scale) * width
-        )
+        cell = np.floor(unit_positions(values, self.low[None, :], self.size[None, :]) * scale)
+        if cell_bits is not None:
+            sibling = cell_bits >= 0
+            shifts = np.arange(self.dims - 1, -1, -1)  # dimension 0 is the most significant bit
+            wanted = (cell_bits[sibling, None] >> shifts[None, :]) & 1
+            cell[sibling] += wanted - np.mod(cell[sibling], 2)
+        low = self.low[None, :] + cell * width
         # A deep edge cell (rows clamped into it keep it splitting) can be narrower than float64
         # resolves; it must not turn into a point, which would read as a singular (exact) value.
         high = np.maximum(low + width, np.nextafter(low, np.inf))

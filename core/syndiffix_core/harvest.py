@@ -32,6 +32,7 @@ from .distinct_rows import DistinctRows
 from .forest import Forest, Tree, join_arrays
 from .pool_links import pair_link, primary_choices
 from .refinement import RefinementDraws
+from .shortfall_cells import ShortfallCells
 from .threads import map_in_threads
 
 # A multi-dim branch's children are rescaled to its count only when their buckets hold at least this
@@ -41,6 +42,10 @@ from .threads import map_in_threads
 # trees do. A shortfall under a tenth is rescaled, as the counts' noise alone may make it, so that a column
 # that follows another keeps the precision of the children's cells.
 RESCALED_SHARE = 0.9
+# A tree of 3 or more columns every pair of which is linked less than this in its 2-dim pool
+# (`pool_links.pair_link`) places a branch's shortfall in the child cells that hold no buckets
+# (`shortfall_cells`); other trees refine it over the branch's box.
+WEAK_LINK = 0.03
 # A 1-dim branch's two children, as in the seed; below this share the branch collapses into one bucket.
 ONE_DIM_RESCALED_SHARE = 0.5
 
@@ -373,14 +378,19 @@ class Harvester:
                 (tree.columns, order) for tree, order in zip(missing, preorders, strict=True)
             )
         levels = _JoinedLevels(trees, [self.preorder(tree.columns) for tree in trees])
+        weak = np.array([k > 2 and self.weakly_linked(tree.columns) for tree in trees], dtype=np.float64)
         born = _Born()
         bucket_id = np.zeros(0, dtype=np.int64)
         owner = np.zeros(0, dtype=np.int64)
         count = np.zeros(0)
         for depth in range(levels.depths - 1, -1, -1):
             level = levels.at(depth)
+            below = None
             if depth + 1 < levels.depths:
-                owner = levels.parents(depth + 1, owner)
+                below = levels.at(depth + 1)
+                held = np.bincount(owner, weights=count, minlength=below.size) > 0
+                parent_below = levels.parents(depth + 1, np.arange(below.size))
+                owner = parent_below[owner]
             noisy = level.noisy_count
             child_total = np.bincount(owner, weights=count, minlength=level.size)
             share = ONE_DIM_RESCALED_SHARE if k == 1 else RESCALED_SHARE
@@ -396,7 +406,18 @@ class Harvester:
                 bucket_id, owner, count = bucket_id[kept], owner[kept], count[kept]
             else:
                 refine = np.where(own_bucket & ~level.singular, noisy, 0.0)
-                refine += np.where(collapse, noisy - child_total, 0.0)
+                shortfall = np.where(collapse, noisy - child_total, 0.0)
+                placed = shortfall * (weak if level.tree_of is None else weak[level.tree_of])
+                if below is not None and (placed > 0).any():
+                    cells = ShortfallCells.of(
+                        self.forest, trees, level, depth, below, held, parent_below, placed
+                    )
+                    if cells is not None:
+                        shortfall[cells.branch] = 0.0
+                        bucket_id = np.concatenate([bucket_id, born.note_cells(level, depth + 1, cells)])
+                        owner = np.concatenate([owner, cells.branch])
+                        count = np.concatenate([count, cells.count])
+                refine += shortfall
                 own_bucket &= level.singular
             nodes = np.flatnonzero(own_bucket | (refine > 0))
             if nodes.size:
@@ -422,7 +443,9 @@ class Harvester:
         keep = rounded > 0
         ids = bucket_id[order][keep]
         depth = born.depth[ids]
-        low, high = tree.ranges_of(self.forest, depth, born.rep_row[ids], born.singular_dims[ids])
+        low, high = tree.ranges_of(
+            self.forest, depth, born.rep_row[ids], born.singular_dims[ids], born.cell_bits[ids]
+        )
         if tree.dims > 1:
             self._clip_to_bounds(tree.columns, low, high)
         lazy = born.lazy[ids]
@@ -518,6 +541,10 @@ class Harvester:
             self._primaries[columns] = primary_choices(links)
         return self._primaries[columns]
 
+    def weakly_linked(self, columns: tuple[int, ...]) -> bool:
+        """Whether every pair of `columns` is linked less than `WEAK_LINK` in its 2-dim pool."""
+        return all(self._pair_link(a, b) < WEAK_LINK for a, b in combinations(columns, 2))
+
     def _pair_link(self, a: int, b: int) -> float:
         if (a, b) not in self._links:
             pool = self.pool((a, b))
@@ -586,24 +613,48 @@ class _Born:
 
     def note(self, level: _JoinedLevel, depth: int, nodes: np.ndarray, lazy: np.ndarray) -> np.ndarray:
         """Note the buckets of `nodes` (placeholders where `lazy`); their ids."""
-        self.parts.append(
-            (
-                np.full(nodes.size, depth, dtype=np.int8),
-                level.rep_row[nodes],
-                level.singular_dims[nodes],
-                level.origin[nodes],
-                lazy,
-                level.subnodes[nodes],
-            )
+        return self._add(
+            np.full(nodes.size, depth, dtype=np.int8),
+            level.rep_row[nodes],
+            level.singular_dims[nodes],
+            level.origin[nodes],
+            lazy,
+            level.subnodes[nodes],
+            np.full(nodes.size, -1, dtype=np.int16),
         )
-        ids = np.arange(self.created, self.created + nodes.size)
-        self.created += nodes.size
+
+    def note_cells(self, level: _JoinedLevel, depth: int, cells: ShortfallCells) -> np.ndarray:
+        """Note placeholders for the child cells (at `depth`) of branches of `level`; their ids. A cell
+        is its branch's node (representative row, singular points, preorder number) with child bits."""
+        return self._add(
+            np.full(cells.branch.size, depth, dtype=np.int8),
+            level.rep_row[cells.branch],
+            level.singular_dims[cells.branch],
+            level.origin[cells.branch],
+            np.ones(cells.branch.size, dtype=bool),
+            cells.subnodes,
+            cells.bits.astype(np.int16),
+        )
+
+    def _add(self, *fields) -> np.ndarray:
+        self.parts.append(fields)
+        size = fields[0].size
+        ids = np.arange(self.created, self.created + size)
+        self.created += size
         return ids
 
     def join(self) -> None:
-        fields = list(zip(*self.parts, strict=True)) if self.parts else [[np.zeros(0)]] * 6
+        fields = list(zip(*self.parts, strict=True)) if self.parts else [[np.zeros(0)]] * 7
         joined = [np.concatenate(parts) for parts in fields]
-        self.depth, self.rep_row, self.singular_dims, self.origin, self.lazy, self.subnodes = joined
+        (
+            self.depth,
+            self.rep_row,
+            self.singular_dims,
+            self.origin,
+            self.lazy,
+            self.subnodes,
+            self.cell_bits,
+        ) = joined
         self.parts = []
 
 
