@@ -46,6 +46,9 @@ RESCALED_SHARE = 0.9
 # (`pool_links.pair_link`) places a branch's shortfall in the child cells that hold no buckets
 # (`shortfall_cells`); other trees refine it over the branch's box.
 WEAK_LINK = 0.03
+# ... if it holds at most this many rows: a branch's cells are about 4 pool entries where the branch
+# was one, which at a million rows cost a third more peak memory (docs/engine.md).
+CELLS_MAX_ROWS = 100_000
 # A 1-dim branch's two children, as in the seed; below this share the branch collapses into one bucket.
 ONE_DIM_RESCALED_SHARE = 0.5
 
@@ -378,7 +381,7 @@ class Harvester:
                 (tree.columns, order) for tree, order in zip(missing, preorders, strict=True)
             )
         levels = _JoinedLevels(trees, [self.preorder(tree.columns) for tree in trees])
-        weak = np.array([k > 2 and self.weakly_linked(tree.columns) for tree in trees], dtype=np.float64)
+        in_cells = np.array([k > 2 and self._places_shortfall_in_cells(tree) for tree in trees])
         born = _Born()
         bucket_id = np.zeros(0, dtype=np.int64)
         owner = np.zeros(0, dtype=np.int64)
@@ -386,11 +389,14 @@ class Harvester:
         for depth in range(levels.depths - 1, -1, -1):
             level = levels.at(depth)
             below = None
-            if depth + 1 < levels.depths:
-                below = levels.at(depth + 1)
-                held = np.bincount(owner, weights=count, minlength=below.size) > 0
-                parent_below = levels.parents(depth + 1, np.arange(below.size))
-                owner = parent_below[owner]
+            if depth + 1 < levels.depths and in_cells.any():
+                # What the cells need: the level below, its nodes' parents and which hold buckets.
+                below_level = levels.at(depth + 1)
+                parents = levels.parents(depth + 1, np.arange(below_level.size))
+                below = (below_level, parents, np.bincount(owner, minlength=below_level.size) > 0)
+                owner = parents[owner]
+            elif depth + 1 < levels.depths:
+                owner = levels.parents(depth + 1, owner)
             noisy = level.noisy_count
             child_total = np.bincount(owner, weights=count, minlength=level.size)
             share = ONE_DIM_RESCALED_SHARE if k == 1 else RESCALED_SHARE
@@ -407,11 +413,8 @@ class Harvester:
             else:
                 refine = np.where(own_bucket & ~level.singular, noisy, 0.0)
                 shortfall = np.where(collapse, noisy - child_total, 0.0)
-                placed = shortfall * (weak if level.tree_of is None else weak[level.tree_of])
-                if below is not None and (placed > 0).any():
-                    cells = ShortfallCells.of(
-                        self.forest, trees, level, depth, below, held, parent_below, placed
-                    )
+                if below is not None:
+                    cells = self._shortfall_cells(trees, in_cells, level, depth, below, shortfall)
                     if cells is not None:
                         shortfall[cells.branch] = 0.0
                         bucket_id = np.concatenate([bucket_id, born.note_cells(level, depth + 1, cells)])
@@ -540,6 +543,18 @@ class Harvester:
                 links[a, b] = links[b, a] = self._pair_link(columns[a], columns[b])
             self._primaries[columns] = primary_choices(links)
         return self._primaries[columns]
+
+    def _places_shortfall_in_cells(self, tree: Tree) -> bool:
+        return tree.levels[0].noisy_count[0] <= CELLS_MAX_ROWS and self.weakly_linked(tree.columns)
+
+    def _shortfall_cells(self, trees, in_cells, level, depth, below, shortfall) -> ShortfallCells | None:
+        """The cells of the branches at `depth` whose tree places its `shortfall` in cells (`in_cells`);
+        `below`: the level below, its nodes' parents and whether each holds buckets."""
+        placed = shortfall * (in_cells if level.tree_of is None else in_cells[level.tree_of])
+        if not (placed > 0).any():
+            return None
+        below_level, parents, held = below
+        return ShortfallCells.of(self.forest, trees, level, depth, below_level, held, parents, placed)
 
     def weakly_linked(self, columns: tuple[int, ...]) -> bool:
         """Whether every pair of `columns` is linked less than `WEAK_LINK` in its 2-dim pool."""

@@ -6,9 +6,10 @@ lower-dim trees there, which still hold the rows that the children's buckets alr
 that hold buckets get them a second time, and every dependence the tree holds is sharpened. Where the
 columns are strongly linked, that sharpening offsets what refinement blurs (refined rows keep a
 column's links only as far as the node's ranges carry them), so the harvest keeps it. In a tree whose
-columns are all weakly linked (`harvest.WEAK_LINK`) there is little to blur, and the sharpening is the
-error: a link of 0.05 came out at 0.08. There the shortfall goes to the branch's child cells that
-hold no bucket, each cell a placeholder refined under its own subnodes, one level narrower than the
+columns are all weakly linked (`harvest.WEAK_LINK`) there is little to blur, and the sharpening is
+the error: a link of 0.05 came out at 0.08. There (in trees of at most `harvest.CELLS_MAX_ROWS` rows:
+the cells take more memory than the branch) the shortfall goes to the branch's child cells that hold
+no bucket, each cell a placeholder refined under its own subnodes, one level narrower than the
 branch's.
 
 A cell's weight is how the lower-dim trees fill it: per dropped dimension i, the share of the cell's

@@ -91,6 +91,16 @@ def test_a_weakly_linked_branch_shortfall_may_go_to_cells_without_rows():
     assert (_placeholder_rows(harvester.pool((0, 1, 2)), matrix) == 0).any()
 
 
+def test_a_weakly_linked_tree_over_the_row_limit_refines_its_shortfall_over_the_branch(monkeypatch):
+    # The cells multiply a large tree's placeholders (memory): over CELLS_MAX_ROWS the branch keeps them.
+    monkeypatch.setattr(harvest, "CELLS_MAX_ROWS", 1_000)
+    rng = np.random.default_rng(5)
+    matrix = np.round(np.vstack([rng.normal(0.5, 0.08, (3000, 3)), rng.uniform(0, 1, (600, 3))]), 4)
+    harvester = Harvester(make_forest(matrix))
+    assert harvester.weakly_linked((0, 1, 2))
+    assert _placeholder_rows(harvester.pool((0, 1, 2)), matrix).min() >= 1
+
+
 def test_a_strongly_linked_tree_refines_a_shortfall_over_the_branch():
     # Where the columns follow each other, refinement's blur outweighs the double count: the shortfall
     # stays a placeholder of the branch itself, a node with rows.
