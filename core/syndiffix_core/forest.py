@@ -164,7 +164,10 @@ class Tree:
             return np.zeros(nodes.size, np.int64), np.zeros(nodes.size, np.int64)
         keys = self.levels[depth + 1].key
         k = self.dims
-        return np.searchsorted(keys, nodes << k), np.searchsorted(keys, (nodes + 1) << k)
+        first, past = nodes << k, (nodes + 1) << k
+        if keys.dtype == np.int32 and (past.size == 0 or past.max() < 2**31):
+            first, past = first.astype(np.int32), past.astype(np.int32)  # else the search copies the keys
+        return np.searchsorted(keys, first), np.searchsorted(keys, past)
 
     def leaves(self) -> list[tuple[int, np.ndarray]]:
         """(depth, node indices) of the nodes that did not split, per depth (e.g. for 1-dim entropy)."""
@@ -174,6 +177,11 @@ class Tree:
         """Bucket ranges (low, high) of shape (n, k): snapped cell, or the point where singular."""
         level = self.levels[depth]
         return self.ranges_of(forest, depth, level.rep_row[nodes], level.singular_dims[nodes])
+
+    def cells_of(self, values: np.ndarray, depth: int | np.ndarray) -> np.ndarray:
+        """(n, k) cell index per dimension of the rows with `values` at `depth` (one, or one per row)."""
+        scale = np.ldexp(1.0, np.asarray(depth, dtype=np.int64))[..., None]
+        return np.floor(unit_positions(values, self.low[None, :], self.size[None, :]) * scale)
 
     def ranges_of(
         self,
@@ -189,7 +197,7 @@ class Tree:
         values = forest.values_at(rep_rows, self.columns)
         scale = np.ldexp(1.0, np.asarray(depth, dtype=np.int64))[..., None]  # 2^depth, (1,) or (n, 1)
         width = self.size[None, :] / scale
-        cell = np.floor(unit_positions(values, self.low[None, :], self.size[None, :]) * scale)
+        cell = self.cells_of(values, depth)
         if cell_bits is not None:
             sibling = cell_bits >= 0
             shifts = np.arange(self.dims - 1, -1, -1)  # dimension 0 is the most significant bit

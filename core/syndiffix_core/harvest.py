@@ -382,6 +382,7 @@ class Harvester:
             )
         levels = _JoinedLevels(trees, [self.preorder(tree.columns) for tree in trees])
         in_cells = np.array([k > 2 and self._places_shortfall_in_cells(tree) for tree in trees])
+        any_in_cells = bool(in_cells.any())
         born = _Born()
         bucket_id = np.zeros(0, dtype=np.int64)
         owner = np.zeros(0, dtype=np.int64)
@@ -389,7 +390,7 @@ class Harvester:
         for depth in range(levels.depths - 1, -1, -1):
             level = levels.at(depth)
             below = None
-            if depth + 1 < levels.depths and in_cells.any():
+            if depth + 1 < levels.depths and any_in_cells:
                 # What the cells need: the level below, its nodes' parents and which hold buckets.
                 below_level = levels.at(depth + 1)
                 parents = levels.parents(depth + 1, np.arange(below_level.size))
@@ -553,8 +554,7 @@ class Harvester:
         placed = shortfall * (in_cells if level.tree_of is None else in_cells[level.tree_of])
         if not (placed > 0).any():
             return None
-        below_level, parents, held = below
-        return ShortfallCells.of(self.forest, trees, level, depth, below_level, held, parents, placed)
+        return ShortfallCells.of(self.forest, trees, level, depth, *below, placed)
 
     def weakly_linked(self, columns: tuple[int, ...]) -> bool:
         """Whether every pair of `columns` is linked less than `WEAK_LINK` in its 2-dim pool."""

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .forest import unit_positions
-
 # What a lower-dim subnode that failed LCF (or has no node) counts for in a cell's weight: its rows
 # are few, and an empty cell must not read differently from a rare one.
 LOW_CELL_COUNT = 1.0
@@ -49,7 +47,7 @@ class ShortfallCells:
     count: np.ndarray
 
     @classmethod
-    def of(cls, forest, trees, level, depth, below, held, parent_below, shortfall) -> ShortfallCells | None:
+    def of(cls, forest, trees, level, depth, below, parent_below, held, shortfall) -> ShortfallCells | None:
         """The cells of the branches of `level` (at `depth`) with a `shortfall`, given the level below
         (`below`: its nodes' parents `parent_below` and whether each `held` buckets); None if no branch
         has a cell without buckets. Per-branch figures are (branches, 2^k) arrays, cells by child bits."""
@@ -103,8 +101,7 @@ def _on_point_side(forest, tree, level, branches, bits, child_depth) -> np.ndarr
     if rows.size == 0:
         return ok
     values = forest.values_at(level.rep_row[branches[rows]], tree.columns)
-    cell = np.floor(unit_positions(values, tree.low[None, :], tree.size[None, :]) * 2.0**child_depth)
-    point_bits = np.mod(cell, 2).astype(np.int64)
+    point_bits = np.mod(tree.cells_of(values, child_depth), 2).astype(np.int64)
     on_side = np.ones((rows.size, bits.size), dtype=bool)
     for j in range(tree.dims):
         singular = ((singular_dims[rows] >> j) & 1 == 1)[:, None]
@@ -143,10 +140,7 @@ def _children_by_bits(tree, depth, parent, split) -> np.ndarray:
     k = tree.dims
     children = tree.levels[depth + 1]
     keys = children.key
-    first_key = parent << k
-    if keys.dtype == np.int32 and (first_key.size == 0 or first_key.max() < 2**31 - (1 << k)):
-        first_key = first_key.astype(np.int32)  # a search in keys of another dtype would copy them
-    starts, stops = np.searchsorted(keys, first_key), np.searchsorted(keys, first_key + (1 << k))
+    starts, stops = tree.children(depth, parent)
     lengths = np.where(split, stops - starts, 0)
     row = np.repeat(np.arange(parent.size), lengths)
     first = np.cumsum(lengths) - lengths
