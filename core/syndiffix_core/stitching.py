@@ -26,6 +26,7 @@ from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.dealing import deal_keeping_matches
 from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.forest import null_mapping, snap_range
+from syndiffix_core.pairing_order import ColumnOrders
 from syndiffix_core.random_ties import (
     order_by_rank_with_random_ties,
     ranked_order_with_random_ties,
@@ -645,8 +646,10 @@ def _merge_groups(
         # Round half to even on exact .5, like Python's round().
         target = np.rint((n_left + n_right) / 2).astype(np.int64)
     target = np.where((n_left > 0) & (n_right > 0), target, 0)
-    left_rows = _align(left_group, n_left, target, left_values, rng, distinct[0])
-    right_rows = _align(right_group, n_right, target, right_values, rng, distinct[1])
+    # Rows that pair on tied columns first keep the stitch column order.
+    orders = None if tied else ColumnOrders.of(left_group, right_group, left_values, right_values)
+    left_rows = _align(left_group, n_left, target, left_values, rng, distinct[0], orders)
+    right_rows = _align(right_group, n_right, target, right_values, rng, distinct[1], orders)
     # (distinct rows, how many of the first stitch columns) of each level of keys that rows pair on.
     columns = left_values.shape[1]
     full = distinct[0] is not None and distinct[1] is not None
@@ -654,29 +657,37 @@ def _merge_groups(
     levels += [(distinct if full else tied_distinct, size) for size in range(tied, 0, -1) if size < columns]
     if levels:
         # Each level's keys are made when it is reached: at 10M rows a level's are 160 MB.
-        keys = (_common_keys(target, rows, left_rows, right_rows, size) for rows, size in levels)
+        keys = (_common_keys(target, rows, left_rows, right_rows, size, orders) for rows, size in levels)
         right_rows = _matching_equal_values(keys, right_rows)
     starts = np.cumsum(target) - target
     slot = np.arange(int(target.sum())) - np.repeat(starts, target)
     return left_rows, right_rows, slot
 
 
-def _common_keys(target, distinct, left_rows, right_rows, columns) -> tuple[np.ndarray, np.ndarray]:
+def _common_keys(
+    target, distinct, left_rows, right_rows, columns, orders: ColumnOrders | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """One number per (group, values of the first `columns` stitch columns) for the aligned rows of both
-    sides, ascending in the order `_align` lays each side out (group, then values), equal where the
-    values are: each side's distinct rows are numbered among the distinct rows of both."""
+    sides, ascending in the order `_align` lays each side out (group, then values in the group's column
+    order: `orders`, for all stitch columns), equal where the values are: each side's distinct rows are
+    numbered among the distinct rows of both."""
     both = np.concatenate([distinct[0].values[:, :columns], distinct[1].values[:, :columns]])
+    group = np.repeat(np.arange(target.size, dtype=np.int64), target)
+    left_distinct = distinct[0].of_row.take(left_rows)
+    right_distinct = len(distinct[0].counts) + distinct[1].of_row.take(right_rows)
+    if orders is not None:
+        numbers = orders.ranks(both)
+        size = int(numbers.max()) + 1
+        return tuple(
+            group * size + orders.row_ranks(numbers, rows, group) for rows in (left_distinct, right_distinct)
+        )
     order = np.lexsort(both.T[::-1])
     new = np.r_[True, (np.diff(both[order], axis=0) != 0).any(axis=1)]
     number = np.empty(len(both), dtype=np.int64)
     number[order] = np.cumsum(new) - 1
     size = int(number.max()) + 1
-    group = np.repeat(np.arange(target.size, dtype=np.int64), target) * size
-    left = number[: len(distinct[0].counts)]
-    right = number[len(distinct[0].counts) :]
-    return group + left.take(distinct[0].of_row.take(left_rows)), group + right.take(
-        distinct[1].of_row.take(right_rows)
-    )
+    group *= size
+    return group + number.take(left_distinct), group + number.take(right_distinct)
 
 
 def _matching_equal_values(
@@ -747,9 +758,11 @@ def _align(
     values: np.ndarray,
     rng: np.random.Generator,
     distinct: DistinctRows | None,
+    orders: ColumnOrders | None = None,
 ) -> np.ndarray:
     """Rows of one side laid out group after group, ``target[g]`` rows for group g (a random subset, or
-    all rows plus random repeats), each group sorted by its stitch values."""
+    all rows plus random repeats), each group sorted by its stitch values (in its column order:
+    `orders`)."""
     # Random order within each group, groups ascending: the fraction never reaches the next group id.
     shuffled = np.argsort(group + rng.random(len(group)))
     starts = np.cumsum(count) - count
@@ -761,19 +774,29 @@ def _align(
     repeat = rng.integers(0, np.maximum(group_count, 1)) if total else np.zeros(0, dtype=np.int64)
     offset = np.where(slot < group_count, slot, repeat)
     rows = shuffled[starts[slot_group] + offset]
-    return rows[_group_then_value_order(rows, slot_group, values, distinct)]
+    return rows[_group_then_value_order(rows, slot_group, values, distinct, orders)]
 
 
 def _group_then_value_order(
-    rows: np.ndarray, slot_group: np.ndarray, values: np.ndarray, distinct: DistinctRows | None
+    rows: np.ndarray,
+    slot_group: np.ndarray,
+    values: np.ndarray,
+    distinct: DistinctRows | None,
+    orders: ColumnOrders | None = None,
 ) -> np.ndarray:
     """The stable order of `rows` by group, then by their stitch values (first stitch column most
-    significant): ties keep the random order the rows come in. With the side's distinct rows (numbered
-    in that order), group and distinct row make one integer rank to sort."""
+    significant, or in each group's column order: `orders`): ties keep the random order the rows come
+    in. With the side's distinct rows (numbered in that order), group and distinct row make one integer
+    rank to sort."""
     if distinct is not None:
         ranks = slot_group * len(distinct.counts)
-        ranks += distinct.of_row.take(rows)
+        if orders is None:
+            ranks += distinct.of_row.take(rows)
+        else:
+            ranks += orders.row_ranks(orders.ranks(distinct.values), distinct.of_row.take(rows), slot_group)
         return stable_rank_order(ranks)
+    if orders is not None:
+        return np.lexsort(orders.lexsort_keys(values, rows, slot_group))
     keys = [values[rows, k] for k in range(values.shape[1] - 1, -1, -1)] + [slot_group]
     return np.lexsort(keys)
 

@@ -26,10 +26,15 @@ def spearman(table: Microtable, a: int, b: int) -> float:
     return float(pd.Series(table.column_values(a)).corr(pd.Series(table.column_values(b)), method="spearman"))
 
 
-def two_stitch_columns(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Columns 0 and 1, the stitch columns: two independent normals (the second one is matched less
-    closely by the stitch, which sorts each range on column 0 first)."""
-    return rng.normal(0, 1, ROWS), rng.normal(0, 1, ROWS)
+# The stitch columns: 0 and 1, which the tests link other columns to, and 4.
+STITCH = [0, 1, 4]
+
+
+def stitch_columns(rng: np.random.Generator) -> dict[int, np.ndarray]:
+    """The stitch columns, three independent normals: a stitch on three columns pairs each of them only
+    approximately, so the paired rows' values of a column differ, and so do its links to each side's
+    columns."""
+    return {column: rng.normal(0, 1, ROWS) for column in STITCH}
 
 
 def near_copy(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -41,15 +46,15 @@ def loose(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def stitched(left: Microtable, right: Microtable, owner: StitchOwner) -> Microtable:
-    return stitch(left, right, [0, 1], owner=owner, rng=np.random.default_rng(1))
+    return stitch(left, right, STITCH, owner=owner, rng=np.random.default_rng(1))
 
 
 def test_a_near_function_of_a_stitch_column_on_the_right_keeps_the_right_values():
     rng = np.random.default_rng(0)
-    a, b = two_stitch_columns(rng)
-    left = microtable({0: a, 1: b, 2: loose(a, rng)})
-    a, b = two_stitch_columns(rng)
-    right = microtable({0: a, 1: b, 3: near_copy(b, rng)})
+    stitch_values = stitch_columns(rng)
+    left = microtable({**stitch_values, 2: loose(stitch_values[0], rng)})
+    stitch_values = stitch_columns(rng)
+    right = microtable({**stitch_values, 3: near_copy(stitch_values[1], rng)})
     assert spearman(right, 1, 3) > 0.99
 
     best = stitched(left, right, StitchOwner.BEST)
@@ -63,10 +68,10 @@ def test_a_near_function_of_a_stitch_column_on_the_right_keeps_the_right_values(
 
 def test_a_near_function_of_a_stitch_column_on_the_left_keeps_the_left_values():
     rng = np.random.default_rng(0)
-    a, b = two_stitch_columns(rng)
-    left = microtable({0: a, 1: b, 2: near_copy(b, rng)})
-    a, b = two_stitch_columns(rng)
-    right = microtable({0: a, 1: b, 3: loose(a, rng)})
+    stitch_values = stitch_columns(rng)
+    left = microtable({**stitch_values, 2: near_copy(stitch_values[1], rng)})
+    stitch_values = stitch_columns(rng)
+    right = microtable({**stitch_values, 3: loose(stitch_values[0], rng)})
 
     best = stitched(left, right, StitchOwner.BEST)
     assert spearman(best, 1, 2) > 0.99
@@ -81,10 +86,10 @@ def test_a_large_stitch_measures_the_alternation_on_both_sides_rows(rows):
     kept blurring a link that only the left holds (flights: a flight's distance from its destination's
     longitude, lost on half the rows)."""
     rng = np.random.default_rng(0)
-    a, b = rng.normal(0, 1, rows), rng.normal(0, 1, rows)
-    left = microtable({0: a, 1: b, 2: near_copy(b, rng)})
-    a, b = rng.normal(0, 1, rows), rng.normal(0, 1, rows)
-    right = microtable({0: a, 1: b, 3: rng.normal(0, 1, rows)})
+    stitch_values = {column: rng.normal(0, 1, rows) for column in STITCH}
+    left = microtable({**stitch_values, 2: near_copy(stitch_values[1], rng)})
+    stitch_values = {column: rng.normal(0, 1, rows) for column in STITCH}
+    right = microtable({**stitch_values, 3: rng.normal(0, 1, rows)})
 
     best = stitched(left, right, StitchOwner.BEST)
     assert spearman(best, 1, 2) > 0.99
@@ -93,12 +98,13 @@ def test_a_large_stitch_measures_the_alternation_on_both_sides_rows(rows):
 
 def test_a_link_between_stitch_columns_is_taken_from_the_side_that_holds_it():
     rng = np.random.default_rng(0)
-    a, b = two_stitch_columns(rng)
+    stitch_values = stitch_columns(rng)
     # The accumulated table lost the link between the stitch columns (they came from two clusters);
     # the new cluster holds it.
-    left = microtable({0: a, 1: b, 2: loose(a, rng)})
-    a = rng.normal(0, 1, ROWS)
-    right = microtable({0: a, 1: near_copy(a, rng), 3: loose(a, rng)})
+    left = microtable({**stitch_values, 2: loose(stitch_values[0], rng)})
+    stitch_values = stitch_columns(rng)
+    a = stitch_values[0]
+    right = microtable({**stitch_values, 1: near_copy(a, rng), 3: loose(a, rng)})
     assert abs(spearman(left, 0, 1)) < 0.05
 
     best = stitched(left, right, StitchOwner.BEST)
@@ -107,15 +113,15 @@ def test_a_link_between_stitch_columns_is_taken_from_the_side_that_holds_it():
 
 
 def _string_side(rng: np.random.Generator, own_column: int) -> Microtable:
-    """A side of string columns only: stitch columns 0 and 1 and its own column."""
-    a, b = two_stitch_columns(rng)
+    """A side of string columns only: the stitch columns and its own column."""
+    stitch_values = stitch_columns(rng)
+    codes = rng.integers(0, 3, ROWS)
     return Microtable(
-        (0, 1, own_column),
-        np.column_stack([a, b, rng.integers(0, 3, ROWS)]),
+        (*STITCH, own_column),
+        np.column_stack([*stitch_values.values(), codes]),
         {
-            0: pd.Series(a).astype(str),
-            1: pd.Series(b).astype(str),
-            own_column: pd.Series(np.array(["x", "y", "z"])[rng.integers(0, 3, ROWS)]),
+            **{column: pd.Series(values).astype(str) for column, values in stitch_values.items()},
+            own_column: pd.Series(np.array(["x", "y", "z"])[codes]),
         },
     )
 
@@ -131,19 +137,22 @@ def test_without_ordered_columns_the_sides_alternate():
 
 
 def stitched_onto_joined_table(own_column) -> Microtable:
-    """A BEST stitch onto a joined table that keeps floats for its stitch columns 0 and 1 only; its own
-    column 2, `own_column(b, rng)` of stitch column 1's values b (every 50th row null), is typed only.
-    The new cluster links its own column loosely to stitch column 0."""
+    """A BEST stitch onto a joined table that keeps floats for its stitch columns only; its own column
+    2, `own_column(b, rng)` of stitch column 1's values b (every 50th row null), is typed only. The new
+    cluster links its own column loosely to stitch column 0."""
     rng = np.random.default_rng(0)
-    a, b = two_stitch_columns(rng)
-    own = own_column(b, rng)
+    stitch_values = stitch_columns(rng)
+    own = own_column(stitch_values[1], rng)
     own[::50] = None
     left = Microtable(
-        (0, 1, 2), np.column_stack([a, b]), {0: pd.Series(a), 1: pd.Series(b), 2: own}, value_columns=(0, 1)
+        (*STITCH, 2),
+        np.column_stack(list(stitch_values.values())),
+        {**{column: pd.Series(values) for column, values in stitch_values.items()}, 2: own},
+        value_columns=tuple(STITCH),
     )
-    a, b = two_stitch_columns(rng)
-    right = microtable({0: a, 1: b, 3: loose(a, rng)})
-    return stitch(left, right, [0, 1], owner=StitchOwner.BEST, rng=np.random.default_rng(1), keep_values=())
+    stitch_values = stitch_columns(rng)
+    right = microtable({**stitch_values, 3: loose(stitch_values[0], rng)})
+    return stitch(left, right, STITCH, owner=StitchOwner.BEST, rng=np.random.default_rng(1), keep_values=())
 
 
 def test_a_joined_table_without_floats_is_measured_on_its_typed_values():
@@ -190,12 +199,12 @@ def test_date_time_and_decimal_stitch_columns_are_measured_by_their_order(as_obj
     """Dates, times and decimals are held as categories of Python objects, sorted: their values have an
     order a user reads, like numbers, so a near function of one on the right keeps the right values."""
     rng = np.random.default_rng(0)
-    a, b = two_stitch_columns(rng)
-    left = microtable({0: a, 1: b, 2: loose(a, rng)})
-    left.typed[1] = compact(as_objects(b))
-    a, b = two_stitch_columns(rng)
-    right = microtable({0: a, 1: b, 3: near_copy(b, rng)})
-    right.typed[1] = compact(as_objects(b))
+    stitch_values = stitch_columns(rng)
+    left = microtable({**stitch_values, 2: loose(stitch_values[0], rng)})
+    left.typed[1] = compact(as_objects(stitch_values[1]))
+    stitch_values = stitch_columns(rng)
+    right = microtable({**stitch_values, 3: near_copy(stitch_values[1], rng)})
+    right.typed[1] = compact(as_objects(stitch_values[1]))
 
     best = stitched(left, right, StitchOwner.BEST)
     assert spearman(best, 1, 3) > 0.99
@@ -218,10 +227,10 @@ def test_without_links_to_keep_the_sides_alternate_whatever_the_draw():
     kept = 0
     for seed in range(10):
         rng = np.random.default_rng(seed)
-        a, b = two_stitch_columns(rng)
-        left = microtable({0: a, 1: b, 2: rng.normal(0, 1, ROWS)})
-        a, b = two_stitch_columns(rng)
-        right = microtable({0: a, 1: b, 3: rng.normal(0, 1, ROWS)})
+        stitch_values = stitch_columns(rng)
+        left = microtable({**stitch_values, 2: rng.normal(0, 1, ROWS)})
+        stitch_values = stitch_columns(rng)
+        right = microtable({**stitch_values, 3: rng.normal(0, 1, ROWS)})
         best = stitched(left, right, StitchOwner.BEST)
         kept += np.array_equal(best.values, stitched(left, right, StitchOwner.SHARED).values)
     # with the lowest deviation winning outright, 2 of these 10 draws alternate
