@@ -30,18 +30,22 @@ _SCENARIO = textwrap.dedent(
         return block
 
     # Blocks below glibc's smallest mmap threshold (128 KiB) come from the heap; each is followed by
-    # a small block that stays, so the freed ones are holes that free() keeps resident. (malloc itself,
+    # a small block that stays, so the freed ones are holes that free() keeps resident. A small block
+    # is often served from a hole the interpreter's start left lower in the heap: without one after
+    # them, the freed blocks would join the heap's top, which free() itself hands back. (malloc itself,
     # not numpy arrays: how numpy allocates small arrays differs between its versions.)
     blocks, pins = [], []
     for _ in range(1500):
         blocks.append(filled(96 * 2**10, 1))
         pins.append(filled(2**10, 7))
+        while pins[-1] < blocks[-1]:
+            pins.append(filled(2**10, 7))
     for block in blocks:
         libc.free(block)
     before = resident_mib()
     return_freed_memory()
     intact = sum(ctypes.string_at(pin, 2**10) == bytes([7]) * 2**10 for pin in pins)
-    print(before - resident_mib(), intact)
+    print(before - resident_mib(), intact, len(pins))
     """
 )
 
@@ -51,9 +55,9 @@ def test_freed_heap_blocks_leave_the_resident_set():
     out = subprocess.run(
         [sys.executable, "-c", _SCENARIO], capture_output=True, text=True, check=True, timeout=120
     )
-    released_mib, pinned = out.stdout.split()
+    released_mib, intact, pinned = out.stdout.split()
     assert float(released_mib) > 100  # of the ~141 MiB freed
-    assert int(pinned) == 1500  # the blocks still in use are intact
+    assert int(intact) == int(pinned) >= 1500  # the blocks still in use are intact
 
 
 # Page faults of a fresh 64 MiB array (above glibc's largest mmap threshold) after one as large was
