@@ -87,17 +87,21 @@ class ColumnOrders:
     def ranks(self, distinct_values: np.ndarray) -> np.ndarray:
         """(orders, rows): each row of `distinct_values` numbered in ascending order of its values taken
         in each order's column order; equal rows share a number."""
-        numbers = np.empty((len(self.orders), len(distinct_values)), dtype=np.int64)
-        for index, order in enumerate(self.orders):
-            by_order = distinct_values[:, order]
-            sorted_rows = np.lexsort(by_order.T[::-1])
-            new = np.r_[True, (np.diff(by_order[sorted_rows], axis=0) != 0).any(axis=1)]
-            numbers[index, sorted_rows] = np.cumsum(new) - 1
-        return numbers
+        return np.stack([lexicographic_numbers(distinct_values[:, order]) for order in self.orders])
 
     def row_ranks(self, ranks: np.ndarray, distinct_rows: np.ndarray, slot_group: np.ndarray) -> np.ndarray:
         """Per row (its distinct row and group), its number under its group's order (`ranks`)."""
         return ranks[self.of_group[slot_group], distinct_rows]
+
+
+def lexicographic_numbers(rows: np.ndarray) -> np.ndarray:
+    """Each row of a 2-dim array numbered 0, 1, ... in ascending order of its values (the first column
+    most significant); equal rows share a number."""
+    sorted_rows = np.lexsort(rows.T[::-1])
+    new = np.r_[True, (np.diff(rows[sorted_rows], axis=0) != 0).any(axis=1)]
+    numbers = np.empty(len(rows), dtype=np.int64)
+    numbers[sorted_rows] = np.cumsum(new) - 1
+    return numbers
 
 
 def _extremes(left_group, right_group, left_values, right_values, groups) -> tuple[np.ndarray, np.ndarray]:

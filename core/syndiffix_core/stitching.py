@@ -26,7 +26,7 @@ from syndiffix_core.clustering.builder import Clusters, StitchOwner
 from syndiffix_core.dealing import deal_keeping_matches
 from syndiffix_core.distinct_rows import DistinctRows
 from syndiffix_core.forest import null_mapping, snap_range
-from syndiffix_core.pairing_order import ColumnOrders
+from syndiffix_core.pairing_order import ColumnOrders, lexicographic_numbers
 from syndiffix_core.random_ties import (
     order_by_rank_with_random_ties,
     ranked_order_with_random_ties,
@@ -681,10 +681,7 @@ def _common_keys(
         return tuple(
             group * size + orders.row_ranks(numbers, rows, group) for rows in (left_distinct, right_distinct)
         )
-    order = np.lexsort(both.T[::-1])
-    new = np.r_[True, (np.diff(both[order], axis=0) != 0).any(axis=1)]
-    number = np.empty(len(both), dtype=np.int64)
-    number[order] = np.cumsum(new) - 1
+    number = lexicographic_numbers(both)
     size = int(number.max()) + 1
     group *= size
     return group + number.take(left_distinct), group + number.take(right_distinct)
