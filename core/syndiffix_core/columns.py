@@ -23,7 +23,9 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
+from syndiffix_core import iso_layouts
 from syndiffix_core.errors import InvalidInputError, UnsupportedColumnError
+from syndiffix_core.iso_layouts import IsoLayout
 
 __all__ = [
     "EPOCH_1800_OFFSET_SECONDS",
@@ -33,6 +35,7 @@ __all__ = [
     "DateCodec",
     "DecimalCodec",
     "IntegerCodec",
+    "IsoTextCodec",
     "RealCodec",
     "StringCodec",
     "TimeCodec",
@@ -108,6 +111,10 @@ def _unsupported(series: pd.Series, reason: str, position: int | None = None) ->
         value=value,
         row=row,
     )
+
+
+def _is_category(series: pd.Series) -> bool:
+    return isinstance(series.dtype, pd.CategoricalDtype)
 
 
 def _is_object(dtype: Any) -> bool:
@@ -811,6 +818,94 @@ class DateCodec(_ObjectValuesCodec):
         return _categorical(codes, uniques.view("datetime64[D]").astype(object), self.name)
 
 
+class IsoTextCodec(_ObjectValuesCodec):
+    """Text columns of ISO 8601 dates or date-times in one layout (`iso_layouts`): TIMESTAMP, decoded
+    to text in that layout, rounded to the coarsest of day..microsecond that divides every value (a
+    layout of dates alone: days) and clipped to years 1-9999."""
+
+    kind = ColumnKind.TIMESTAMP
+    # A quick look at this many of a column's distinct strings (spread over their sorted order) tells
+    # whether it is worth reading them all.
+    _SAMPLE = 64
+
+    def __init__(self, name: Any, dtype: Any, layout: IsoLayout, resolution: str, step_microseconds: int):
+        super().__init__(name, dtype)
+        self.layout = layout
+        self.resolution = resolution
+        self._step = step_microseconds
+        self.resolution_seconds = step_microseconds / 10**6
+        last = DateCodec._range[1] + 86_400.0 - self.resolution_seconds
+        self._range = (DateCodec._range[0], last)
+
+    @classmethod
+    def from_strings(
+        cls, codec: StringCodec, encoded: np.ndarray
+    ) -> tuple[IsoTextCodec, np.ndarray, np.ndarray] | None:
+        """A fitted string column read as ISO text instead: (the codec, its encoding, per row whether
+        its string is outside the layout, null in the encoding), or None when fewer than half of a
+        sample of its distinct strings, or none of them, follow one layout."""
+        strings = codec.strings
+        if len(strings) == 0:
+            return None
+        sample = strings[np.linspace(0, len(strings) - 1, min(len(strings), cls._SAMPLE)).astype(np.intp)]
+        parsed = iso_layouts.parse(sample)
+        if parsed is None or 2 * np.count_nonzero(parsed.valid) < len(sample):
+            return None
+        null = np.isnan(encoded)
+        index = np.where(null, 0, encoded).astype(np.intp)
+        parsed = iso_layouts.parse(strings, np.bincount(index[~null], minlength=len(strings)))
+        if parsed is None or not parsed.valid.any():
+            return None
+        outside = ~null & ~parsed.valid[index]
+        iso = cls._fitted(codec.name, codec.dtype, parsed, index, null | outside)
+        return iso, iso._encode_instants(parsed.microseconds[index], null | outside), outside
+
+    @classmethod
+    def fit(cls, series: pd.Series) -> tuple[IsoTextCodec, np.ndarray]:
+        """Every non-null value must be ISO text in the layout most rows follow."""
+        null, codes, uniques = _factorize_strings(series)
+        parsed = iso_layouts.parse(uniques, np.bincount(codes, minlength=len(uniques)))
+        if parsed is None:
+            raise _unsupported(
+                series, "expected ISO 8601 dates or date-times as text", _first_position(~null)
+            )
+        index = np.zeros(len(series), dtype=np.intp)
+        index[~null] = codes
+        codec = cls._fitted(series.name, series.dtype, parsed, index, null)
+        return codec, codec.encode(series)
+
+    @classmethod
+    def _fitted(cls, name, dtype, parsed: iso_layouts.ParsedText, index, skip) -> IsoTextCodec:
+        used = parsed.microseconds[np.unique(index[~skip])]
+        resolution, step = _detect_resolution(used, 10**6)
+        return cls(name, dtype, parsed.layout, resolution, step)
+
+    def encode(self, series: pd.Series) -> np.ndarray:
+        null, codes, uniques = _factorize_strings(series)
+        parsed = iso_layouts.parse(uniques, layout=self.layout)
+        valid = np.zeros(len(uniques), dtype=bool) if parsed is None else parsed.valid
+        if not valid[codes].all():
+            position = np.flatnonzero(~null)[_first_position(~valid[codes])]
+            raise _unsupported(series, f"expected ISO 8601 text as {self.layout.describe()}", int(position))
+        microseconds = np.zeros(len(series), dtype=np.int64)
+        if parsed is not None:
+            microseconds[~null] = parsed.microseconds[codes]
+        return self._encode_instants(microseconds, null)
+
+    @staticmethod
+    def _encode_instants(microseconds: np.ndarray, null: np.ndarray) -> np.ndarray:
+        encoded = _units_to_seconds(microseconds, 10**6)
+        encoded[null] = np.nan
+        return encoded
+
+    def decode_compact(self, values: np.ndarray) -> pd.Series:
+        values = _check_decodable(values)
+        null = np.isnan(values)
+        seconds = np.clip(np.where(null, 0.0, values), *self._range)
+        codes, uniques = _codes(_seconds_to_units(seconds, 10**6, self._step), null)
+        return _categorical(codes, self.layout.format(uniques), self.name)
+
+
 class TimeCodec(_ObjectValuesCodec):
     """Object columns of naive datetime.time (+ nulls): TIMESTAMP on 1800-01-01, decoded to time objects.
 
@@ -957,6 +1052,8 @@ def _fit_with_kind(series: pd.Series, kind: ColumnKind | None) -> tuple[ColumnCo
     if kind is None or ColumnKind(kind) == codec.kind:
         return codec, encoded
     kind = ColumnKind(kind)
+    if kind == ColumnKind.TIMESTAMP and isinstance(codec, StringCodec) and not _is_category(series):
+        return IsoTextCodec.fit(series)
     if (codec.kind, kind) not in _ALLOWED_KIND_OVERRIDES or isinstance(codec, DecimalCodec):
         raise _unsupported(series, f"a {codec.kind.value} column cannot be treated as {kind.value}")
     if codec.kind == ColumnKind.BOOLEAN:
@@ -970,7 +1067,9 @@ def codec_for(series: pd.Series, kind: ColumnKind | None = None) -> ColumnCodec:
     """Fit a codec on `series`, detecting its kind, or forcing `kind` where that makes sense.
 
     Allowed overrides: an integer column as REAL, a real column as INTEGER (decoded values rounded to
-    whole numbers, dtype kept), a boolean column as INTEGER. Anything else raises UnsupportedColumnError.
+    whole numbers, dtype kept), a boolean column as INTEGER, a string column of ISO 8601 dates or
+    date-times as TIMESTAMP (`IsoTextCodec`: decoded to text in the same layout). Anything else raises
+    UnsupportedColumnError.
     """
     return _fit_with_kind(series, kind)[0]
 

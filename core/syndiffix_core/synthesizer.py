@@ -29,6 +29,7 @@ from .noise import Salt, row_content_hashes
 from .params import AnonymizationParams, BucketizationParams, ClusteringParams
 from .stitching import Microtable
 from .stitching import assemble as assemble_clusters
+from .text_timestamps import read_text_timestamps
 from .workers import ParallelMaterializer, available_workers, can_fork
 
 Progress = Callable[[str, float], None]
@@ -172,6 +173,10 @@ def synthesize(
     clock = _StageClock()
     codecs, matrix = encode_frame(data, column_kinds)
     entities = _entities(data, aid_frame, secret)
+    anonymization = anonymization or AnonymizationParams()
+    bucketization = bucketization or BucketizationParams()
+    anonymizer = CountAnonymizer(anonymization, bucketization, secret)
+    read_text_timestamps(codecs, matrix, entities, anonymizer, declared=set(column_kinds or ()))
     threads = worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1
     forest_threads = worker_count if len(data) >= THREADED_FOREST_MIN_ROWS else 1
     stitches_on_threads = len(data) >= THREADED_STITCH_MIN_ROWS
@@ -179,9 +184,6 @@ def synthesize(
         worker_count = 1
     data = data.iloc[:0].copy()  # encoded: from here on only the columns and their dtypes are read
     del aid_frame
-    anonymization = anonymization or AnonymizationParams()
-    bucketization = bucketization or BucketizationParams()
-    anonymizer = CountAnonymizer(anonymization, bucketization, secret)
     clock.lap("encode")
     report("forest", 0.1)
     forest = Forest(
