@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from syndiffix_core import iso_layouts
+from syndiffix_core import calendar_grid, iso_layouts
 from syndiffix_core.errors import InvalidInputError, UnsupportedColumnError
 from syndiffix_core.iso_layouts import IsoLayout
 
@@ -247,6 +247,9 @@ class ColumnCodec:
     """
 
     kind: ColumnKind
+    # A timestamp column on the firsts of months or years: "month" or "year" (`calendar_grid`; set by
+    # `timestamp_forms`); decoded values are the nearest such instants.
+    calendar: str | None = None
 
     def __init__(self, name: Any, dtype: Any) -> None:
         self.name = name
@@ -694,7 +697,8 @@ class TimestampCodec(ColumnCodec):
     tz-aware values are encoded as UTC instants and decoded back into the input's timezone. Naive values
     are read as UTC wall time. `resolution` is the coarsest of day, hour, minute, second, millisecond,
     microsecond, nanosecond dividing every input value; decoded values are rounded to it (half away
-    from zero) and clipped to the unit's representable range.
+    from zero) and clipped to the unit's representable range, or first moved to the nearest first of a
+    month or year (`calendar`).
     """
 
     kind = ColumnKind.TIMESTAMP
@@ -741,13 +745,17 @@ class TimestampCodec(ColumnCodec):
     def decode(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
-        seconds = np.clip(np.where(null, 0.0, values), *self._range)
+        seconds = _on_calendar(np.clip(np.where(null, 0.0, values), *self._range), self.calendar)
         units = _seconds_to_units(seconds, _UNITS_PER_SECOND[self.unit], self._resolution_units)
         units[null] = np.iinfo(np.int64).min  # NaT
         naive = pd.Series(units.view(f"datetime64[{self.unit}]"), name=self.name)
         if isinstance(self.dtype, pd.DatetimeTZDtype):
             return naive.dt.tz_localize("UTC").dt.tz_convert(self.dtype.tz).astype(self.dtype)
         return naive.astype(self.dtype)
+
+
+def _on_calendar(seconds: np.ndarray, calendar: str | None) -> np.ndarray:
+    return seconds if calendar is None else calendar_grid.nearest_start(seconds, calendar)
 
 
 def _naive_numpy_dtype(dtype: Any) -> np.dtype:
@@ -812,7 +820,7 @@ class DateCodec(_ObjectValuesCodec):
     def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
-        seconds = np.clip(np.where(null, 0.0, values), *self._range)
+        seconds = _on_calendar(np.clip(np.where(null, 0.0, values), *self._range), self.calendar)
         days = _round_half_away((seconds - EPOCH_1800_OFFSET_SECONDS) / 86_400.0).astype(np.int64)
         codes, uniques = _codes(days, null)
         return _categorical(codes, uniques.view("datetime64[D]").astype(object), self.name)
@@ -821,7 +829,8 @@ class DateCodec(_ObjectValuesCodec):
 class IsoTextCodec(_ObjectValuesCodec):
     """Text columns of ISO 8601 dates or date-times in one layout (`iso_layouts`): TIMESTAMP, decoded
     to text in that layout, rounded to the coarsest of day..microsecond that divides every value (a
-    layout of dates alone: days) and clipped to years 1-9999."""
+    layout of dates alone: days), or to the nearest first of a month or year (`calendar`), and clipped
+    to years 1-9999."""
 
     kind = ColumnKind.TIMESTAMP
     # A quick look at this many of a column's distinct strings (spread over their sorted order) tells
@@ -901,7 +910,7 @@ class IsoTextCodec(_ObjectValuesCodec):
     def decode_compact(self, values: np.ndarray) -> pd.Series:
         values = _check_decodable(values)
         null = np.isnan(values)
-        seconds = np.clip(np.where(null, 0.0, values), *self._range)
+        seconds = _on_calendar(np.clip(np.where(null, 0.0, values), *self._range), self.calendar)
         codes, uniques = _codes(_seconds_to_units(seconds, 10**6, self._step), null)
         return _categorical(codes, self.layout.format(uniques), self.name)
 

@@ -7,7 +7,8 @@ continuous draw rounded by the decoder would give the end values half weight and
 one step past the range. A range starting at the column's null mapping gives null. Strings: the range
 is turned into the integer indices it covers; the value is the exact string for a singular range or
 for a "safe" index (a singularity of the column's 1-dim tree that passes LCF), otherwise the common
-prefix of the range's first and last strings + "*" + the drawn index (e.g. `city_*37`).
+prefix of the range's first and last strings + "*" + the drawn index (e.g. `city_*37`). Timestamps
+on a calendar (firsts of months or years: `ColumnCodec.calendar`) draw one of its instants.
 In a cluster of several columns, each column's rows are first dealt its 1-dim buckets in the order of
 their own values (`_calibrated_ranges`), so the column keeps its 1-dim distribution and the joint ranks.
 Numbers and timestamps stay between the column's known values (`known_values`): the outermost 1-dim
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from . import calendar_grid
 from .cdf_scale import CdfScale
 from .columns import ColumnCodec, ColumnKind, IntegerCodec
 from .dealing import deal_keeping_matches, matching_buckets, ordered_names
@@ -111,7 +113,10 @@ class MicrodataBuilder:
             if codec.kind == ColumnKind.STRING:
                 series, drawn = self._strings(column, codec, lo, hi, null, rng)
             else:
-                drawn = _draw_in_ranges(lo, hi, _grid_step(codec), rng)
+                if codec.calendar is None:
+                    drawn = _draw_in_ranges(lo, hi, _grid_step(codec), rng)
+                else:
+                    drawn = _draw_on_calendar(lo, hi, null, codec.calendar, rng)
                 if rank_order is not None:
                     # Inside each 1-dim bucket too, the cluster's rows keep their order.
                     drawn[rank_order] = np.sort(drawn[rank_order])
@@ -277,6 +282,25 @@ def _grid_step(codec: ColumnCodec) -> float | None:
     if codec.kind == ColumnKind.TIMESTAMP:
         return float(codec.resolution_seconds)
     return None
+
+
+def _draw_on_calendar(
+    lo: np.ndarray, hi: np.ndarray, null: np.ndarray, unit: str, rng: np.random.Generator
+) -> np.ndarray:
+    """As `_draw_in_ranges`, on the firsts of months or years (`calendar_grid`), which are not evenly
+    spaced."""
+    uniform = rng.random(lo.size)
+    drawn = np.where(lo == hi, lo, lo + uniform * (hi - lo))
+    if null.all():
+        return drawn
+    grid = calendar_grid.starts_between(unit, lo[~null].min(), hi[~null].max())
+    if grid.size == 0:
+        return drawn
+    first = np.searchsorted(grid, lo)
+    count = np.searchsorted(grid, hi) - first  # grid instants in [lo, hi)
+    on_grid = ~null & (lo != hi) & (count >= 1)
+    picked = np.minimum(first + np.floor(uniform * count).astype(np.int64), grid.size - 1)
+    return np.where(on_grid, grid[picked], drawn)
 
 
 # Beyond this many grid steps from 0 a float64 cannot tell neighbouring grid values apart.

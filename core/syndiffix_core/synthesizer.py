@@ -29,7 +29,7 @@ from .noise import Salt, row_content_hashes
 from .params import AnonymizationParams, BucketizationParams, ClusteringParams
 from .stitching import Microtable
 from .stitching import assemble as assemble_clusters
-from .text_timestamps import read_text_timestamps
+from .timestamp_forms import keep_calendars, read_text_timestamps
 from .workers import ParallelMaterializer, available_workers, can_fork
 
 Progress = Callable[[str, float], None]
@@ -177,6 +177,7 @@ def synthesize(
     bucketization = bucketization or BucketizationParams()
     anonymizer = CountAnonymizer(anonymization, bucketization, secret)
     read_text_timestamps(codecs, matrix, entities, anonymizer, declared=set(column_kinds or ()))
+    keep_calendars(codecs, matrix, entities, anonymizer)
     threads = worker_count if len(data) >= THREADED_TREES_MIN_ROWS else 1
     forest_threads = worker_count if len(data) >= THREADED_FOREST_MIN_ROWS else 1
     stitches_on_threads = len(data) >= THREADED_STITCH_MIN_ROWS

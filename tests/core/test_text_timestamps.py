@@ -1,4 +1,4 @@
-"""Dates and times held as text (syndiffix_core.iso_layouts, IsoTextCodec, text_timestamps).
+"""Dates and times held as text (syndiffix_core.iso_layouts, IsoTextCodec, timestamp_forms).
 
 Expected instants and texts come from the standard library's datetime, never from the code under test.
 """

@@ -1,0 +1,75 @@
+"""Forms of timestamp columns that depend on their rows, decided by the anonymizer: a text column of
+ISO 8601 dates or date-times is read as time (`read_text_timestamps`), and a timestamp column whose
+values are firsts of months or years stays on that calendar (`keep_calendars`).
+
+Neither may tell whether any one entity's value is odd (`unknown` in a column of dates, a 14 March in
+a column of months): the rows that do not fit the form pass the noisy low-count filter that every
+bucket passes (counted by entity, the noise seeded by the entities). When they are a low count the
+column takes the form (odd text is read as null; an odd instant is synthesized like the others and
+lands on the calendar); otherwise it does not. See docs/columns.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+import pandas as pd
+
+from syndiffix_core import calendar_grid
+from syndiffix_core.anonymizer import CountAnonymizer, Entities, SortedEntities
+from syndiffix_core.columns import ColumnCodec, DateCodec, IsoTextCodec, StringCodec, TimestampCodec
+
+
+def read_text_timestamps(
+    codecs: list[ColumnCodec],
+    matrix: np.ndarray,
+    entities: Entities,
+    anonymizer: CountAnonymizer,
+    declared: Collection[str],
+) -> None:
+    """Swap in place, in `codecs` and the encoded `matrix`, each undeclared string column (not a
+    pandas category) that reads as ISO text for its `IsoTextCodec` and encoding."""
+    for position, codec in enumerate(codecs):
+        if (
+            not isinstance(codec, StringCodec)
+            or isinstance(codec.dtype, pd.CategoricalDtype)
+            or codec.name in declared
+        ):
+            continue
+        found = IsoTextCodec.from_strings(codec, matrix[:, position])
+        if found is None:
+            continue
+        iso, encoded, outside = found
+        if _few(outside, entities, anonymizer):
+            codecs[position] = iso
+            matrix[:, position] = encoded
+
+
+def keep_calendars(
+    codecs: list[ColumnCodec], matrix: np.ndarray, entities: Entities, anonymizer: CountAnonymizer
+) -> None:
+    """Set `calendar` on each timestamp codec (not tz-aware) whose values are firsts of a year, or else
+    of a month, but for a low count of rows."""
+    for position, codec in enumerate(codecs):
+        # Times of day (TimeCodec) lie on 1800-01-01; zoned months start at local, not UTC, midnights.
+        if not isinstance(codec, (TimestampCodec, DateCodec, IsoTextCodec)) or isinstance(
+            codec.dtype, pd.DatetimeTZDtype
+        ):
+            continue
+        values = matrix[:, position]
+        present = ~np.isnan(values)
+        if not present.any():
+            continue
+        for unit in ("year", "month"):
+            if _few(
+                present & ~calendar_grid.on_grid(np.where(present, values, 0.0), unit), entities, anonymizer
+            ):
+                codec.calendar = unit
+                break
+
+
+def _few(rows: np.ndarray, entities: Entities, anonymizer: CountAnonymizer) -> bool:
+    """Whether the rows where `rows` is set are a low count (no rows are)."""
+    positions = np.flatnonzero(rows)
+    return positions.size == 0 or anonymizer.low_count(SortedEntities(entities, positions), 0, positions.size)
