@@ -33,7 +33,7 @@ from metrics import (
     tails,
     tvd_scores,
 )
-from tables import SPEC_BY_NAME, SPECS, SWEEP_COLUMNS, Table, load_table, sweep_specs
+from tables import SPEC_BY_NAME, SPECS, SWEEP_COLUMNS, Table, is_date_text, load_table, sweep_specs
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -106,8 +106,18 @@ def _run_reference(table_dir: Path, output: Path, timing: Path, salt: str) -> No
     timing.write_text(done.stdout.strip().splitlines()[-1])
 
 
+def scored_kinds(table: Table) -> dict[str, str]:
+    """The kinds the scores use: the table's, but "date_text" for text columns of ISO dates, which
+    are scored as the instants they hold (both synthesizers get them as text); no AID."""
+    return {
+        name: "date_text" if kind == "string" and is_date_text(table.train[name]) else kind
+        for name, kind in table.kinds.items()
+        if name != table.spec.aid
+    }
+
+
 def score(table: Table, synthetic: pd.DataFrame, binning: Binning, with_sdmetrics: bool) -> dict:
-    kinds = {name: kind for name, kind in table.kinds.items() if name != table.spec.aid}
+    kinds = scored_kinds(table)
     source = table.train
     scores = tvd_scores(source, synthetic, binning)
     scores["corr_pairs"] = correlation_pairs(source, synthetic, kinds)
@@ -149,7 +159,7 @@ def source_facts(table: Table) -> dict:
 def evaluate_table(table: Table, args: argparse.Namespace) -> dict:
     table_dir = prepare(table, args.cache)
     runs = salts(args.salts)
-    kinds = {name: kind for name, kind in table.kinds.items() if name != table.spec.aid}
+    kinds = scored_kinds(table)
     binning = Binning(table.train, kinds)
     result = {"table": table.spec.name, "origin": table.spec.origin, "aid": table.spec.aid}
     result.update({"target": table.spec.target, "classification": table.spec.classification})

@@ -10,7 +10,8 @@ import pandas as pd
 
 def read_table(path: Path, kinds: dict[str, str]) -> pd.DataFrame:
     """Columns in `kinds` typed by their kind (integer columns with nulls as nullable Int64)."""
-    frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=str)
+    # Lines end in "\n" (write_table): a "\r" inside a quoted text value (a tweet) is text.
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype=str, lineterminator="\n")
     out = {}
     for name, kind in kinds.items():
         if name not in frame.columns:
@@ -33,5 +34,5 @@ def read_table(path: Path, kinds: dict[str, str]) -> pd.DataFrame:
 def write_table(frame: pd.DataFrame, path: Path) -> None:
     """Atomically (a run killed half way leaves no file that looks complete)."""
     partial = path.with_name(path.name + ".partial")
-    frame.to_csv(partial, index=False)
+    frame.to_csv(partial, index=False, lineterminator="\n")
     partial.replace(path)

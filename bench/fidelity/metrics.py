@@ -24,10 +24,16 @@ import pandas as pd
 NUMBER_BINS = 10
 TOP_VALUES = 20
 NUMERIC_KINDS = ("integer", "real")
-ORDERED_KINDS = ("integer", "real", "timestamp")
+# "date_text": a text column of ISO dates (`tables.is_date_text`), scored as the instants it holds; a
+# synthetic value that is not a date (a "2004-0*57" label) scores as null.
+ORDERED_KINDS = ("integer", "real", "timestamp", "date_text")
 
 
 def _ordered_values(series: pd.Series, kind: str) -> np.ndarray:
+    if kind == "date_text":
+        values = pd.to_datetime(series, errors="coerce", utc=True, format="ISO8601")
+        seconds = (values - pd.Timestamp("1970-01-01", tz="UTC")).dt.total_seconds()
+        return seconds.to_numpy(dtype="float64", na_value=np.nan)
     if kind == "timestamp":
         values = pd.to_datetime(series)
         seconds = (values - pd.Timestamp("1970-01-01")).dt.total_seconds()
@@ -208,6 +214,10 @@ def _sdmetrics_frame(frame: pd.DataFrame, kinds: dict[str, str]) -> pd.DataFrame
             out[name] = pd.to_numeric(frame[name], errors="coerce").astype("float64")
         elif kind == "timestamp":
             out[name] = pd.to_datetime(frame[name])
+        elif kind == "date_text":
+            out[name] = pd.to_datetime(
+                frame[name], errors="coerce", utc=True, format="ISO8601"
+            ).dt.tz_localize(None)
         else:
             out[name] = frame[name].astype(object)
     return pd.DataFrame(out)

