@@ -20,6 +20,9 @@ from syndiffix_core import calendar_grid
 from syndiffix_core.anonymizer import CountAnonymizer, Entities, SortedEntities
 from syndiffix_core.columns import ColumnCodec, DateCodec, IsoTextCodec, StringCodec, TimestampCodec
 
+# Rows whose entities `_clearly_many` counts before it asks the anonymizer.
+PROBE_ROWS = 10_000
+
 
 def read_text_timestamps(
     codecs: list[ColumnCodec],
@@ -72,4 +75,17 @@ def keep_calendars(
 def _few(rows: np.ndarray, entities: Entities, anonymizer: CountAnonymizer) -> bool:
     """Whether the rows where `rows` is set are a low count (no rows are)."""
     positions = np.flatnonzero(rows)
-    return positions.size == 0 or anonymizer.low_count(SortedEntities(entities, positions), 0, positions.size)
+    if positions.size == 0:
+        return True
+    if _clearly_many(positions, entities, anonymizer.max_low_count):
+        return False
+    return anonymizer.low_count(SortedEntities(entities, positions), 0, positions.size)
+
+
+def _clearly_many(positions: np.ndarray, entities: Entities, max_low_count: int) -> bool:
+    """Whether the rows hold more entities than any low count can (a daily column has millions of rows
+    off the calendar): counted on the first rows alone, so a large table is not sorted for it."""
+    if entities.implicit:
+        return positions.size > max_low_count
+    probe = positions[:PROBE_ROWS]
+    return all(np.unique(ids[probe]).size > max_low_count for ids in entities.ids)
