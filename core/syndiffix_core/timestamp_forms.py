@@ -44,7 +44,7 @@ def read_text_timestamps(
         if found is None:
             continue
         iso, encoded, outside = found
-        if _few(outside, entities, anonymizer):
+        if _few(np.flatnonzero(outside), entities, anonymizer):
             codecs[position] = iso
             matrix[:, position] = encoded
 
@@ -52,8 +52,8 @@ def read_text_timestamps(
 def keep_calendars(
     codecs: list[ColumnCodec], matrix: np.ndarray, entities: Entities, anonymizer: CountAnonymizer
 ) -> None:
-    """Set `calendar` on each timestamp codec (not tz-aware) whose values are firsts of a year, or else
-    of a month, but for a low count of rows."""
+    """Set `calendar` on each timestamp codec (not tz-aware) whose values are firsts of a month ("month")
+    and, further, 1 Januaries ("year"), but for a low count of rows."""
     for position, codec in enumerate(codecs):
         # Times of day (TimeCodec) lie on 1800-01-01; zoned months start at local, not UTC, midnights.
         if not isinstance(codec, (TimestampCodec, DateCodec, IsoTextCodec)) or isinstance(
@@ -61,20 +61,21 @@ def keep_calendars(
         ):
             continue
         values = matrix[:, position]
-        present = ~np.isnan(values)
-        if not present.any():
-            continue
-        for unit in ("year", "month"):
-            if _few(
-                present & ~calendar_grid.on_grid(np.where(present, values, 0.0), unit), entities, anonymizer
-            ):
-                codec.calendar = unit
+        present = np.flatnonzero(~np.isnan(values))
+        for unit in ("month", "year"):
+            # A daily column is told from its first rows, without reading every row's date.
+            probe = present[:PROBE_ROWS]
+            off_probe = probe[~calendar_grid.on_grid(values[probe], unit)]
+            if _clearly_many(off_probe, entities, anonymizer.max_low_count):
                 break
+            off = present[~calendar_grid.on_grid(values[present], unit)]
+            if not _few(off, entities, anonymizer):
+                break
+            codec.calendar = unit
 
 
-def _few(rows: np.ndarray, entities: Entities, anonymizer: CountAnonymizer) -> bool:
-    """Whether the rows where `rows` is set are a low count (no rows are)."""
-    positions = np.flatnonzero(rows)
+def _few(positions: np.ndarray, entities: Entities, anonymizer: CountAnonymizer) -> bool:
+    """Whether the rows at `positions` are a low count (no rows are)."""
     if positions.size == 0:
         return True
     if _clearly_many(positions, entities, anonymizer.max_low_count):
