@@ -23,15 +23,19 @@ def on_grid(seconds: np.ndarray, unit: str) -> np.ndarray:
 def starts_between(unit: str, low: float, high: float) -> np.ndarray:
     """The grid's instants in [low, high], ascending."""
     first, last = _grid_steps(np.array([low, high]), unit)
-    instants = _seconds(np.arange(first, last + 1))
+    instants = _seconds(np.arange(first, last + _step(unit)))
     return instants[(instants >= low) & (instants <= high)]
 
 
 def nearest_start(seconds: np.ndarray, unit: str) -> np.ndarray:
     """Each instant moved to the nearest instant of the grid (half way: the later one)."""
     before = _start_at_or_before(seconds, unit)
-    after = _seconds(_grid_steps(before, unit) + 1)
+    after = _seconds(_grid_steps(before, unit) + _step(unit))
     return np.where(seconds - before < after - seconds, before, after)
+
+
+def _step(unit: str) -> np.timedelta64:
+    return np.timedelta64(1, _NUMPY_UNIT[unit])
 
 
 def _grid_steps(seconds: np.ndarray, unit: str) -> np.ndarray:

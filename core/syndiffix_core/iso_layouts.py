@@ -133,7 +133,7 @@ def _instants(number: dict[str, np.ndarray], fraction: np.ndarray) -> tuple[np.n
     )
     months = np.where(valid, (year - 1970) * 12 + month - 1, 0).astype("datetime64[M]")
     first_day = months.astype("datetime64[D]")
-    month_days = ((months + 1).astype("datetime64[D]") - first_day).astype(np.int64)
+    month_days = ((months + np.timedelta64(1, "M")).astype("datetime64[D]") - first_day).astype(np.int64)
     valid &= day <= month_days
     days = (first_day.astype(np.int64) + np.where(valid, day - 1, 0)).astype(np.int64)
     seconds = hour * 3_600 + minute * 60 + second
