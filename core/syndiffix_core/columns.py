@@ -113,10 +113,6 @@ def _unsupported(series: pd.Series, reason: str, position: int | None = None) ->
     )
 
 
-def _is_category(series: pd.Series) -> bool:
-    return isinstance(series.dtype, pd.CategoricalDtype)
-
-
 def _is_object(dtype: Any) -> bool:
     return isinstance(dtype, np.dtype) and dtype.kind == "O"
 
@@ -1061,7 +1057,8 @@ def _fit_with_kind(series: pd.Series, kind: ColumnKind | None) -> tuple[ColumnCo
     if kind is None or ColumnKind(kind) == codec.kind:
         return codec, encoded
     kind = ColumnKind(kind)
-    if kind == ColumnKind.TIMESTAMP and isinstance(codec, StringCodec) and not _is_category(series):
+    string = isinstance(codec, StringCodec) and not isinstance(series.dtype, pd.CategoricalDtype)
+    if kind == ColumnKind.TIMESTAMP and string:
         return IsoTextCodec.fit(series)
     if (codec.kind, kind) not in _ALLOWED_KIND_OVERRIDES or isinstance(codec, DecimalCodec):
         raise _unsupported(series, f"a {codec.kind.value} column cannot be treated as {kind.value}")

@@ -21,7 +21,6 @@ _PATTERN = (
     r"(?P<zone>Z)?)?$"
 )
 _MICROSECONDS_PER_DAY = 86_400 * 10**6
-# Layout codes: zone * 1000 + separator * 100 + time precision * 10 + fraction digits.
 _SEPARATORS = ("", "T", " ")
 _DATE, _MINUTE, _SECOND, _FRACTION = range(4)
 
@@ -39,8 +38,9 @@ class IsoLayout:
 
     @property
     def _code(self) -> int:
-        separator = _SEPARATORS.index(self.separator)
-        return self.zulu * 1000 + separator * 100 + self.precision * 10 + self.fraction_digits
+        return _layout_code(
+            self.zulu, _SEPARATORS.index(self.separator), self.precision, self.fraction_digits
+        )
 
     def describe(self) -> str:
         time = ("", "HH:MM", "HH:MM:SS", "HH:MM:SS." + "f" * self.fraction_digits)[self.precision]
@@ -96,7 +96,7 @@ def parse(
     )
     separator_code = np.where(separator == "T", 1, np.where(separator == " ", 2, 0))
     zulu = np.asarray(_field(groups, "zone").is_valid().to_numpy(zero_copy_only=False), dtype=int)
-    codes = zulu * 1000 + separator_code * 100 + precision * 10 + digits
+    codes = _layout_code(zulu, separator_code, precision, digits)
     if layout is None:
         weights = np.ones(len(strings)) if rows_per_string is None else np.asarray(rows_per_string, float)
         layouts, inverse = np.unique(codes[matched], return_inverse=True)
@@ -106,6 +106,11 @@ def parse(
     microseconds, valid = _instants(number, _fraction_microseconds(fraction_text, digits))
     valid &= matched & (codes == chosen)
     return ParsedText(IsoLayout._of_code(chosen), np.where(valid, microseconds, 0), valid)
+
+
+def _layout_code(zulu, separator, precision, fraction_digits):
+    """One number per layout (of scalars or per string of arrays): `IsoLayout._of_code` reads it back."""
+    return zulu * 1000 + separator * 100 + precision * 10 + fraction_digits
 
 
 def _field(groups: pa.StructArray, name: str) -> pa.Array:
