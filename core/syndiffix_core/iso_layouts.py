@@ -54,7 +54,9 @@ class IsoLayout:
         # Fixed-width text with four-digit years: the separator and the fraction's digits are columns
         # of its UTF-32 code units.
         width = (10, 16, 19, 20 + self.fraction_digits)[self.precision]
-        units = np.ascontiguousarray(text.view(np.uint32).reshape(len(text), -1)[:, :width])
+        # Shaped by the item size, not -1: a column drawn all null formats no instant at all.
+        chars = text.dtype.itemsize // 4
+        units = np.ascontiguousarray(text.view(np.uint32).reshape(len(text), chars)[:, :width])
         if self.separator == " ":
             units[:, 10] = ord(" ")
         if self.zulu:

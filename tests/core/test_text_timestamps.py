@@ -84,6 +84,24 @@ def test_texts_round_trip_through_their_layout(instants, layout):
     assert layout.format(parsed.microseconds).tolist() == texts.tolist()
 
 
+@pytest.mark.parametrize("layout", [layout for layout, _ in LAYOUTS])
+def test_no_instants_format_as_no_texts(layout):
+    assert layout.format(np.array([], dtype=np.int64)).tolist() == []
+
+
+def test_a_text_date_column_of_mostly_nulls_can_come_out_all_null():
+    # survival udca's death date: 170 patients, a handful of dates; its synthetic rows were all null and
+    # formatting no date at all raised.
+    rng = np.random.default_rng(8)
+    _, text = _days(rng, 170)
+    died = [value if index % 40 == 0 else None for index, value in enumerate(text)]
+    frame = pd.DataFrame({"died": died, "entry": text, "bili": rng.gamma(2.0, 1.0, 170)})
+    synthetic = synthesize(frame, salt="mostly null dates")
+    assert synthetic["died"].dtype == frame["died"].dtype
+    assert synthetic["died"].isna().mean() > 0.9
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) for value in synthetic["entry"])
+
+
 @pytest.mark.parametrize("dtype", [object, "string"])
 def test_a_declared_timestamp_text_column_decodes_to_text_in_its_layout(dtype):
     series = pd.Series(["2016-07-02 06:30:00", None, "2016-07-02 18:45:00"], name="arrival", dtype=dtype)
