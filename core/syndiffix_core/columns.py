@@ -977,7 +977,8 @@ def _fit(series: pd.Series) -> tuple[ColumnCodec, np.ndarray]:
     dtype = series.dtype
     name = series.name
     if isinstance(dtype, pd.CategoricalDtype):
-        category_kind = infer_dtype(dtype.categories, skipna=True)
+        # A column of nulls only has no categories, whatever their index's dtype (pandas makes it float).
+        category_kind = infer_dtype(dtype.categories, skipna=True) if len(dtype.categories) else "empty"
         if category_kind not in ("string", "empty"):
             raise _unsupported_dtype(
                 series,

@@ -62,6 +62,8 @@ ROUND_TRIP_COLUMNS = {
     "string": pd.Series(["b", "a", None], dtype="string"),
     "object_str": pd.Series(["b", "a", None], dtype=object),
     "category": pd.Series(["b", "a", None, "a"], dtype="category"),
+    # pandas gives a category column of nulls alone an empty float index of categories
+    "category_of_nulls": pd.Series([None, None, None], dtype="category"),
     "category_unused": pd.Series(
         pd.Categorical(["lo", None, "hi"], categories=["lo", "mid", "hi"], ordered=True)
     ),
