@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -124,6 +125,7 @@ class ClusterBuilder:
         self.dependence = dependence.tolist()
         self.total_dependence = dependence.sum(axis=1).tolist()
         self.weights = column_weights(entropies).tolist()
+        self._lightest = min(self.weights, default=0.0)
         self.max_weight = float(max_weight)
         self.merge_threshold = float(merge_threshold)
         if main_column is not None and not 0 <= main_column < self.num_columns:
@@ -233,7 +235,10 @@ class ClusterBuilder:
     ) -> tuple[list[list[int]], list[float], float, list[int]]:
         """Each column joins the cluster it depends on most (on average), if that is at least the merge
         threshold and the cluster has room; otherwise it opens a cluster. Also returns the summed
-        dependence of the pairs inside the clusters and each cluster's columns as a mask (`_mask`)."""
+        dependence of the pairs inside the clusters and each cluster's columns as a mask (`_mask`).
+
+        Each cluster keeps its members' dependence rows summed, in member order, so a column's sum to
+        it is a look-up that gives the float of adding its dependences to the members one by one."""
         dep = self.dependence
         weights = self.weights
         threshold = self.merge_threshold
@@ -241,19 +246,19 @@ class ClusterBuilder:
         capacity = DERIVED_CLUSTER_CAPACITY * self.max_weight
         members: list[list[int]] = []
         cluster_weight: list[float] = []
+        sums: list[list[float]] = []
         masks: list[int] = []
         covered = 0.0
         for column in permutation:
-            get = dep[column].__getitem__
             weight = weights[column]
             best, best_average, best_sum = -1, -1.0, 0.0
             for index, cluster in enumerate(members):
-                # A full cluster is passed over before its dependence is summed.
+                # A full cluster is passed over.
                 if len(cluster) > 1 and cluster_weight[index] + weight > (
                     first_capacity if index == 0 else capacity
                 ):
                     continue
-                total = sum(map(get, cluster))
+                total = sums[index][column]
                 average = total / len(cluster)
                 if average < threshold or average <= best_average:
                     continue
@@ -261,10 +266,12 @@ class ClusterBuilder:
             if best < 0:
                 members.append([column])
                 cluster_weight.append(weight)
+                sums.append(dep[column])
                 masks.append(1 << column)
             else:
                 members[best].append(column)
                 cluster_weight[best] += weight
+                sums[best] = list(map(operator.add, sums[best], dep[column]))
                 masks[best] |= 1 << column
                 covered += best_sum
         return members, cluster_weight, covered, masks
@@ -290,7 +297,7 @@ class ClusterBuilder:
     def _choose_stitch_columns(
         self, cluster: list[int], weight: float, available_mask: int
     ) -> tuple[tuple[int, ...], float]:
-        ranked, by_maximum = self._ranked_candidates(tuple(cluster))
+        ranked, further = self._ranked_candidates(tuple(cluster))
         main = self.main_column
         if main is not None and available_mask >> main & 1:
             first = next(item for item in ranked if item[3] == main)
@@ -298,52 +305,65 @@ class ClusterBuilder:
             first = next(item for item in ranked if available_mask >> item[3] & 1)
         stitch = [first[3]]
         covered = first[2]
-        total_weight = max(weight, STITCH_RESERVED_SHARE * self.max_weight) + self.weights[first[3]]
-        for _, maximum, total, candidate in by_maximum:
-            if not available_mask >> candidate & 1:
+        max_weight = self.max_weight
+        total_weight = max(weight, STITCH_RESERVED_SHARE * max_weight) + self.weights[first[3]]
+        for candidate, total, candidate_weight in further:
+            if total_weight + self._lightest > max_weight:
+                break  # no column fits any more
+            if not available_mask >> candidate & 1 or candidate == first[3]:
                 continue
-            if candidate == first[3] or maximum < self.merge_threshold:
-                continue
-            if total_weight + self.weights[candidate] > self.max_weight:
+            if total_weight + candidate_weight > max_weight:
                 continue
             stitch.append(candidate)
             covered += total
-            total_weight += self.weights[candidate]
+            total_weight += candidate_weight
         return tuple(stitch), covered
 
     def _ranked_candidates(self, cluster: tuple[int, ...]) -> tuple[list[tuple], list[tuple]]:
         """Every column outside ``cluster`` as a stitch candidate (key, maximum, total, column), best
-        first, and the same in the order further stitch columns are tried. A stitch choice takes the
-        available ones in these orders; the solver meets the same cluster under many sets of available
-        columns, so both orders are kept per cluster (in placement order: it fixes the float sums).
+        first, and those whose maximum reaches the merge threshold as (column, total, weight) in the
+        order further stitch columns are tried. A stitch choice takes the available ones in these
+        orders; the solver meets the same cluster under many sets of available columns, so both are
+        kept per cluster (in placement order: it fixes the float sums).
 
         A further stitch column carries its strongest link into the cluster, so candidates are tried by
         their maximum dependence to a cluster column (then their total): the weight limit then leaves
         out a column weakly tied to every member rather than one strongly tied to one member."""
         known = self._candidate_orders.get(cluster)
         if known is None:
-            dep = self.dependence
+            # Per column, its dependences to the members (the matrix is symmetric) summed in member
+            # order, and their maximum.
+            rows = [self.dependence[member] for member in cluster]
+            totals = list(map(sum, zip(*rows, strict=True)))
+            maxima = list(map(max, zip(*rows, strict=True)))
             size = len(cluster)
             members = set(cluster)
-            ranked = []
-            for candidate in range(self.num_columns):
-                if candidate in members:
-                    continue
-                values = list(map(dep[candidate].__getitem__, cluster))
-                total = sum(values)
-                maximum = max(values)
-                key = (
-                    math.floor(total / size / AVERAGE_DEPENDENCE_STEP),
-                    math.floor(maximum / MAX_DEPENDENCE_STEP),
-                    self.total_dependence[candidate],
+            floor, overall = math.floor, self.total_dependence
+            ranked = [
+                (
+                    (
+                        floor(totals[candidate] / size / AVERAGE_DEPENDENCE_STEP),
+                        floor(maxima[candidate] / MAX_DEPENDENCE_STEP),
+                        overall[candidate],
+                    ),
+                    maxima[candidate],
+                    totals[candidate],
+                    candidate,
                 )
-                ranked.append((key, maximum, total, candidate))
+                for candidate in range(self.num_columns)
+                if candidate not in members
+            ]
             ranked.sort(reverse=True)
             # Stable: equal keys keep the order above, as they would among any subset of the candidates.
             by_maximum = sorted(
                 ranked, key=lambda item: (math.floor(item[1] / MAX_DEPENDENCE_STEP), item[2]), reverse=True
             )
-            known = self._candidate_orders[cluster] = (ranked, by_maximum)
+            further = [
+                (candidate, total, self.weights[candidate])
+                for _, maximum, total, candidate in by_maximum
+                if maximum >= self.merge_threshold
+            ]
+            known = self._candidate_orders[cluster] = (ranked, further)
         return known
 
     def _judge_near_ties(
