@@ -183,7 +183,10 @@ class MicrodataBuilder:
 
     def known_values(self, column: int) -> tuple[float, float] | None:
         """(lowest, highest): the column's source minimum is at most `lowest` and its maximum at least
-        `highest`, read from the 1-dim harvest alone; None if no such pair leaves room between them.
+        `highest`, read from the 1-dim harvest alone; None if the harvest knows no value between them
+        (one range bucket). They are one value when the lowest bucket end is the highest start: two
+        touching range buckets, or a point bucket with a range bucket reaching it (a column of 1.0s
+        and a few rows below).
 
         Every 1-dim bucket passed the low-count filter, so it holds source rows: a point bucket is a
         source value, and the rows of a range bucket [low, high) lie below `high` and at or above
@@ -195,7 +198,7 @@ class MicrodataBuilder:
             present = pool.low[:, 0] != self.forest.null_values[column]
             lows, highs = pool.low[present, 0], pool.high[present, 0]
             known = None
-            if lows.size and highs.min() < lows.max():
+            if lows.size and highs.min() <= lows.max():
                 known = (float(highs.min()), float(lows.max()))
             self._known_values[column] = known
         return self._known_values[column]
@@ -209,7 +212,8 @@ class MicrodataBuilder:
         as far out as the harvest shows values to exist. Spread a bucket width inwards they would
         lose a heavy tail's mass (a 506-row crime rate's top bucket [32, 64) drawn in [0, 32)). A
         bucket holding more of the rows (a tiny table's, or a column of a few buckets) is spread that
-        way, so that the column keeps a spread of values instead of piling them onto the edge."""
+        way, so that the column keeps a spread of values instead of piling them onto the edge; where
+        the known values are one value there is no room to spread into, and it keeps its range."""
         known = self.known_values(column)
         if known is None:
             return lo, hi
@@ -218,11 +222,16 @@ class MicrodataBuilder:
         tail_rows = TAIL_SHARE * present.sum()
         width = hi - lo
         below, above = present & (lo < lowest), present & (hi > highest)
+        original_lo, original_hi = lo, hi
         lo, hi = lo.copy(), hi.copy()
         lo[below], hi[below] = lowest, np.minimum(hi[below], highest)
         lo[above], hi[above] = np.maximum(lo[above], lowest), highest
         for edge, inwards in ((below & (lo == hi), 1.0), (above & (lo == hi), -1.0)):
-            if edge.sum() > tail_rows:
+            if edge.sum() <= tail_rows:
+                continue
+            if lowest == highest:
+                lo[edge], hi[edge] = original_lo[edge], original_hi[edge]
+            else:
                 value = lo[edge]
                 lo[edge], hi[edge] = np.sort(
                     [value, np.clip(value + inwards * width[edge], lowest, highest)], axis=0
