@@ -1,6 +1,6 @@
 """Checks of the target that need no data: run before the source is read, and by a dry run.
 
-Names within the target dialect's limits, the target schema present where the pipeline cannot create
+Names within the target dialect's limits and told apart by it, the target schema present where the pipeline cannot create
 it (MySQL/MariaDB databases), every output column's type expressible on the target, and PostgreSQL enum
 types in the target schema agreeing with the source's labels.
 """
@@ -36,6 +36,7 @@ def check_target(
         names += [(f"target table {table}: column", column.name) for column in columns]
     check_identifiers(dialect, names)
     for table, columns in outputs:
+        _check_distinct_names(dialect.name, table, columns)
         for column in columns:
             _check_type(dialect, schema, table, column, source_dialect)
     with engine.connect() as conn:
@@ -44,6 +45,32 @@ def check_target(
         if dialect.name == "postgresql" and source_dialect == "postgresql":
             for table, columns in outputs:
                 _check_enum_labels(conn, schema, table, columns)
+
+
+# Dialects whose column names ignore case: SQLite folds ASCII letters only, MySQL/MariaDB all letters.
+_NAME_FOLDS = {
+    "sqlite": lambda name: name.translate(_ASCII_LOWER),
+    "mysql": str.casefold,
+    "mariadb": str.casefold,
+}
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _check_distinct_names(dialect: str, table: str, columns: Sequence[TargetColumn]) -> None:
+    """Two source columns whose names differ only in case (PostgreSQL's quoted `iod` and `IOD`) are one
+    name to a target that ignores case, which refuses the table with a raw driver error."""
+    fold = _NAME_FOLDS.get(dialect)
+    if fold is None:
+        return
+    seen: dict[str, str] = {}
+    for column in columns:
+        earlier = seen.setdefault(fold(column.name), column.name)
+        if earlier != column.name:
+            raise TargetCheckError(
+                f"target table {table}: columns {earlier!r} and {column.name!r} differ only in case, which "
+                f"{dialect} column names do not tell apart; drop one of them (its column policy) or write "
+                "to a target that keeps case (PostgreSQL)"
+            )
 
 
 def _check_type(

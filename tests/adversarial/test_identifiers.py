@@ -138,3 +138,41 @@ def test_mariadb_names_it_cannot_hold_are_refused_up_front(mariadb, target):
         run_table(config_for(mariadb, mariadb, source, target), target, salt=SALT, dry_run=True)
     message = one_line(caught.value)
     assert f"target table {target!r}" in message and "MySQL/MariaDB names cannot" in message
+
+
+def _case_pair_source(pg: sa.Engine) -> str:
+    """A PostgreSQL table whose quoted columns `iod` and `IOD` differ only in case (DAAG bomregions2021)."""
+    schema = _schema(pg, f"cases {uuid.uuid4().hex[:6]}")
+    table = sa.Table(
+        "indices", sa.MetaData(), sa.Column("iod", sa.Float), sa.Column("IOD", sa.Float), schema=schema
+    )
+    table.create(pg)
+    with pg.begin() as conn:
+        conn.execute(table.insert(), [{"iod": i / 10, "IOD": (i % 7) / 3} for i in range(300)])
+    return schema
+
+
+@pytest.mark.parametrize("side", ["sqlite", "mariadb"])
+def test_columns_differing_only_in_case_are_refused_for_a_target_that_ignores_case(
+    pg, mariadb, tmp_path, side
+):
+    schema = _case_pair_source(pg)
+    target = sa.create_engine(f"sqlite:///{tmp_path / 'cases.db'}") if side == "sqlite" else mariadb
+    config = config_for(pg, target, f"{schema}.indices", "indices_synth")
+    for dry_run in (True, False):
+        with pytest.raises(PipelineError) as caught:
+            run_table(config, "indices_synth", salt=SALT, dry_run=dry_run)
+        assert (
+            "target table indices_synth: columns 'iod' and 'IOD' differ only in case, which "
+            f"{target.dialect.name} column names do not tell apart"
+        ) in one_line(caught.value)
+    assert not sa.inspect(target).has_table("indices_synth")
+    assert leftovers(target, None) == []
+
+
+def test_columns_differing_only_in_case_are_kept_apart_on_postgresql(pg):
+    schema = _case_pair_source(pg)
+    config = config_for(pg, pg, f"{schema}.indices", "indices_synth", target_schema=schema)
+    run_table(config, "indices_synth", salt=SALT)
+    columns = [c["name"] for c in sa.inspect(pg).get_columns("indices_synth", schema=schema)]
+    assert columns == ["iod", "IOD"]
