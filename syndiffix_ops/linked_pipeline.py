@@ -314,6 +314,7 @@ def _member(
         raise PipelineError(f"{label}: " + "; ".join(problems))
     written = [c.name for c in source.columns if c.name in synthesized or c.name in key_columns]
     output = PlannedOutput(None, table.target_name, written)
+    run_checks.check_output_target(target_engine, config.target_schema, source, [output], label)
     run_checks.check_drift(target_engine, config.target_schema, source, [output], effective, label)
     if effective.max_rows is not None:
         check_row_limit(source_engine, source, table.where, effective.max_rows)
