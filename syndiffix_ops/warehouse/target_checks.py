@@ -1,8 +1,8 @@
 """Checks of the target that need no data: run before the source is read, and by a dry run.
 
-Names within the target dialect's limits and told apart by it, the target schema present where the pipeline cannot create
-it (MySQL/MariaDB databases), every output column's type expressible on the target, and PostgreSQL enum
-types in the target schema agreeing with the source's labels.
+Names within the target dialect's limits and told apart by it, the target schema present where the
+pipeline cannot create it (MySQL/MariaDB databases), every output column's type expressible on the
+target, and PostgreSQL enum types in the target schema agreeing with the source's labels.
 """
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ def check_target(
                 _check_enum_labels(conn, schema, table, columns)
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # Dialects whose column names ignore case: SQLite folds ASCII letters only, MySQL/MariaDB all letters.
 _NAME_FOLDS = {
     "sqlite": lambda name: name.translate(_ASCII_LOWER),
     "mysql": str.casefold,
     "mariadb": str.casefold,
 }
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
 def _check_distinct_names(dialect: str, table: str, columns: Sequence[TargetColumn]) -> None:
