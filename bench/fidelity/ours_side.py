@@ -7,12 +7,12 @@ prints one JSON line per salt: {"salt": ..., "seconds": ..., "cpu_seconds": ...,
 
 import json
 import logging
-import resource
 import sys
 import time
 from pathlib import Path
 
 from interchange import read_table, write_table
+from process_cpu import process_tree_cpu_seconds
 
 from syndiffix_core import synthesize
 
@@ -30,15 +30,6 @@ class PlanRecorder(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         PlanRecorder.plan = record.getMessage()
-
-
-def process_tree_cpu_seconds() -> float:
-    """User + system seconds of this process and of its reaped children: synthesize() materializes
-    clusters in forked worker processes, whose time process_time() would leave out."""
-    return sum(
-        usage.ru_utime + usage.ru_stime
-        for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
-    )
 
 
 plan_log = logging.getLogger("syndiffix_core.clustering.plan")

