@@ -82,8 +82,10 @@ def choose_stitch_values(
     own_ranks = np.column_stack(own) if own else np.zeros((len(pick), 0))
     name_reference = np.vstack([left_reference[2], right_reference[2]])
     name_ties = name_reference >= NAME_TIE
-    names = [_name_codes(left, c)[paired_left] for c in left_names if name_ties.any()]
-    names += [_name_codes(right, c)[paired_right] for c in right_names if name_ties.any()]
+    names = []  # the name columns' codes on the paired rows, where some tie is to be kept
+    if name_ties.any():
+        names = [_name_codes(left, c)[paired_left] for c in left_names]
+        names += [_name_codes(right, c)[paired_right] for c in right_names]
     # Pairs of stitch columns: stitching only weakens a link, so the stronger side holds it best.
     stitch_reference = np.where(
         np.abs(right_reference[1]) >= np.abs(left_reference[1]), right_reference[1], left_reference[1]
