@@ -65,13 +65,11 @@ def choose_stitch_values(
     columns take the right row's values. One of ``alternate`` (the given mix of both sides), all left
     or all right: the one whose links (rank correlations, and the names' ties) deviate least from each
     side's own."""
-    stitch = list(stitch_columns)
-    left_own = [c for c in left.columns if c not in stitch and _ordered(left, c)]
-    right_own = [c for c in right.columns if c not in stitch and _ordered(right, c)]
-    left_names, right_names = _name_columns(left, stitch), _name_columns(right, stitch)
-    stitch = [c for c in stitch if _ordered(left, c)]
+    stitch = [c for c in stitch_columns if _ordered(left, c)]
     if not stitch or len(left_rows) < 3:
         return alternate
+    left_own, left_names = _own_columns(left, stitch_columns)
+    right_own, right_names = _own_columns(right, stitch_columns)
 
     left_reference = _correlations(left, stitch, left_own, left_names)
     right_reference = _correlations(right, stitch, right_own, right_names)
@@ -179,15 +177,18 @@ def _correlations(
     return stitch_ranks.T @ own_matrix, stitch_ranks.T @ stitch_ranks, explained
 
 
-def _name_columns(table: Microtable, stitch: list[int]) -> list[int]:
-    """The side's columns of names (not stitch columns) with at least ROWS_PER_NAME rows per name."""
-    return [
-        c
-        for c in table.columns
-        if c not in stitch
-        and not _ordered(table, c)
-        and len(_distinct(table.typed[c])) * ROWS_PER_NAME <= table.num_rows
-    ]
+def _own_columns(table: Microtable, stitch_columns: Sequence[int]) -> tuple[list[int], list[int]]:
+    """The side's columns that are not stitch columns: those with an order, and those of names with at
+    least ROWS_PER_NAME rows per name."""
+    ordered, names = [], []
+    for c in table.columns:
+        if c in stitch_columns:
+            continue
+        if _ordered(table, c):
+            ordered.append(c)
+        elif len(_distinct(table.typed[c])) * ROWS_PER_NAME <= table.num_rows:
+            names.append(c)
+    return ordered, names
 
 
 def _name_codes(table: Microtable, column: int) -> np.ndarray:
