@@ -596,46 +596,35 @@ def test_text_keys_from_postgresql_are_indexable_on_mariadb(pg_url, mariadb_url)
 
 def test_a_member_the_target_cannot_hold_is_refused_before_data_moves(tmp_path, pg_url):
     # The checks of a single table's target (name limits, types, names only case tells apart) hold for
-    # every member of a set: PostgreSQL keeps `seg` and `SEG` apart, SQLite would refuse the table.
+    # every member of a set: PostgreSQL keeps `segment` and `SEGMENT` apart, SQLite would refuse the table.
     source = sa.create_engine(pg_url)
     schema = f"linked {uuid.uuid4().hex[:8]}"
-    metadata = sa.MetaData(schema=schema)
-    parent = sa.Table(
-        "customers",
-        metadata,
-        sa.Column("customer_id", sa.Integer, primary_key=True),
-        sa.Column("seg", sa.String(8)),
-        sa.Column("SEG", sa.String(8)),
-    )
-    child = sa.Table(
-        "orders",
-        metadata,
-        sa.Column("order_id", sa.Integer, primary_key=True),
-        sa.Column("customer_id", sa.Integer, sa.ForeignKey(parent.c.customer_id), nullable=False),
-        sa.Column("amount", sa.Float),
-    )
     with source.begin() as conn:
         conn.execute(sa.schema.CreateSchema(schema))
-        metadata.create_all(conn)
-        conn.execute(parent.insert(), [{"customer_id": i, "seg": "a", "SEG": "b"} for i in range(1, 301)])
-        conn.execute(
-            child.insert(), [{"order_id": i, "customer_id": i % 300 + 1, "amount": i} for i in range(600)]
-        )
     target = sa.create_engine(f"sqlite:///{tmp_path / 'target.db'}")
-    config = parse_config(
-        {
-            "source": source.url.render_as_string(hide_password=False),
-            "target": str(target.url),
-            "tables": [
-                {"source": f"{schema}.customers", "target": "customers_synth"},
-                {"source": f"{schema}.orders", "target": "orders_synth"},
-            ],
-        }
-    )
-    linked_set = _linked_set(config, source)
-    for dry_run in (True, False):
-        with pytest.raises(PipelineError, match="columns 'seg' and 'SEG' differ only in case"):
-            run_linked_set(config, linked_set, salt=SALT, run_id="cases", dry_run=dry_run)
-    assert not {"customers_synth", "orders_synth"} & set(sa.inspect(target).get_table_names())
-    source.dispose()
-    target.dispose()
+    try:
+        _make_source(source, schema, declare_keys=True)
+        customers = _q(source, schema, "customers")
+        with source.begin() as conn:
+            conn.exec_driver_sql(f'ALTER TABLE {customers} ADD COLUMN "SEGMENT" varchar(8)')
+            conn.exec_driver_sql(f"UPDATE {customers} SET \"SEGMENT\" = 'b'")
+        config = parse_config(
+            {
+                "source": source.url.render_as_string(hide_password=False),
+                "target": str(target.url),
+                "tables": [
+                    {"source": f"{schema}.customers", "target": "customers_synth"},
+                    {"source": f"{schema}.orders", "target": "orders_synth"},
+                ],
+            }
+        )
+        linked_set = _linked_set(config, source)
+        for dry_run in (True, False):
+            with pytest.raises(PipelineError, match="columns 'segment' and 'SEGMENT' differ only in case"):
+                run_linked_set(config, linked_set, salt=SALT, run_id="cases", dry_run=dry_run)
+        assert not {"customers_synth", "orders_synth"} & set(sa.inspect(target).get_table_names())
+    finally:
+        with source.begin() as conn:
+            conn.execute(sa.schema.DropSchema(schema, cascade=True))
+        source.dispose()
+        target.dispose()
