@@ -5,6 +5,8 @@ The campaign saw a filter that stopped matching replace a good table with an emp
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 from support_dataloss import SALT, config_for, lineage_rows, make_orders, rows_of, table_names
@@ -52,7 +54,8 @@ def test_the_refusal_tells_the_synthetic_count_never_the_source_count(warehouse_
         run_table(config_for(engine, schema, min_rows=10_000), "orders_synth", salt=SALT)
     assert f"has {synthetic_rows} rows, fewer than min_rows=10000" in str(refused.value)
     if synthetic_rows != 120:  # the exact source count appears nowhere unless the synthetic one equals it
-        assert "120" not in str(refused.value)
+        # as a number of its own: the random schema name may hold the digits (test 91204517)
+        assert re.search(r"(?<!\d)120(?!\d)", str(refused.value)) is None
     assert len(rows_of(engine, schema, "orders_synth")) == synthetic_rows
 
 
